@@ -1,0 +1,341 @@
+"""The executable lifecycle contract: every state, every allowed edge, and the only
+function that changes `Knowledge.state`.
+
+The operator table in docs/lifecycle.md is generated from this module
+(`manage.py lifecycle_doc`), and the tests enumerate STATES x STATES against EDGES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+PROPOSED = "proposed"
+ACTIVE = "active"
+PROVISIONAL = "provisional"
+HELD = "held"
+NEEDS_REVALIDATION = "needs_revalidation"
+SUPERSEDED = "superseded"
+EXPIRED = "expired"
+REJECTED = "rejected"
+CONTESTED = "contested"
+REDACTED = "redacted"
+STALE = "stale"
+RETRACTED = "retracted"
+
+INITIAL_STATE = PROPOSED
+# Set by transition() for the duration of its UPDATE; the database trigger refuses any
+# other change of `state`.
+TRANSITION_SETTING = "memhouse.lifecycle_transition"
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """Who may inspect a row in this state (before scope authorisation)."""
+
+    subject: bool
+    member: bool
+    curator: bool
+    admin: bool
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    meaning: str
+    entry: str
+    actor: str
+    stability: str  # "transient" | "stable" | "terminal"
+    visibility: Visibility
+    search: str  # "yes" | "subject_only" | "no"
+    projection: str  # "shared_and_peer" | "subject_peer_only" | "none"
+    readiness: str  # "satisfies" | "subject_only" | "gap" | "missing"
+    evidence: str
+    reasons: tuple[str, ...]
+
+
+def _v(subject: bool, member: bool, curator: bool, admin: bool) -> Visibility:
+    return Visibility(subject, member, curator, admin)
+
+
+STATES: dict[str, State] = {
+    s.name: s
+    for s in (
+        State(PROPOSED, "Extracted and waiting for its first gate decision.",
+              "Created by the extraction pipeline (the only starting state).",
+              "Pipeline; extraction queue.", "transient", _v(True, False, True, True),
+              "no", "none", "missing", "verification=pending",
+              ("f4_pipeline_proposed",)),
+        State(ACTIVE, "Accepted; the system currently believes it.",
+              "Gate acceptance, curator approval, subject confirmation or a resolved contest.",
+              "Pipeline, human governance or a verified peer answer; extraction or validation queue.",
+              "stable", _v(True, True, True, True), "yes", "shared_and_peer", "satisfies",
+              "verification names the accepting decision",
+              ("f4_gate_a_b_accepted", "f4_curator_approved", "f4_subject_confirmed",
+               "f4_contest_resolved_for", "f4_revalidation_confirmed", "f4_timer_evidence")),
+        State(PROVISIONAL, "Visible only to its subject while it waits for review.",
+              "A peer-level gate defers its decision.",
+              "Pipeline; creates a validation row and a peer question.", "stable",
+              _v(True, False, False, False), "subject_only", "subject_peer_only",
+              "subject_only", "subject_peer_id and a pending validation",
+              ("f4_gate_a_b_deferred",)),
+        State(HELD, "Parked at its source scope while wider placement waits for review or consent.",
+              "A wider gate deferral, or a promotion request on an active row.",
+              "Pipeline or human promotion; validation / consent workflow.", "stable",
+              _v(True, False, True, True), "no", "none", "missing",
+              "held_scope_id and a validation target",
+              ("f4_scope_hold", "f4_promotion_requested", "f4_gate_unattended_hold")),
+        State(NEEDS_REVALIDATION, "Past its revalidation date; unusable until confirmed again.",
+              "revalidate_after passes, or a deduction contributor changes.",
+              "Lifecycle worker or dependency invalidation; lifecycle or reasoning queue.",
+              "stable", _v(True, True, True, True), "no", "none", "gap",
+              "due timestamp plus a validation row",
+              ("f4_revalidation_due", "f4_contributor_changed")),
+        State(SUPERSEDED, "Replaced by a later statement and kept as history.",
+              "A curator edit or merge, document revision, consolidation or deduction replacement.",
+              "Human governance, document sync or dream-time worker.", "terminal",
+              _v(True, True, True, True), "no", "none", "missing",
+              "supersedes_id where applicable",
+              ("f4_curator_edit", "f4_document_revision", "f4_consolidated",
+               "f4_deduction_replaced")),
+        State(EXPIRED, "Past its declared expiry and no longer usable.",
+              "A lifecycle worker reaches expires_at on a current row.",
+              "Lifecycle worker; lifecycle queue started by the hourly scheduler.", "terminal",
+              _v(True, True, True, True), "no", "none", "gap", "expires_at",
+              ("f4_expiry_due",)),
+        State(REJECTED, "Refused by a gate or reviewer; kept as decision evidence.",
+              "Gate auto-rejection, unattended restricted withholding, curator rejection "
+              "or overdue-review rejection.",
+              "Pipeline, human governance or dream-time aging.", "terminal",
+              _v(True, False, True, True), "no", "none", "missing",
+              "verification and the gate / validation decision",
+              ("f4_gate_a_noise", "f4_gate_a_duplicate", "f4_gate_a_unsupported",
+               "f4_gate_b_restricted_unattended", "f4_curator_rejected",
+               "f4_contest_resolved_against", "f4_review_overdue", "f4_subject_denied_pending")),
+        State(CONTESTED, "Disputed by its subject; waiting for a curator decision.",
+              "The subject disputes a current statement.",
+              "Authenticated human subject; creates a curator validation row.", "stable",
+              _v(True, False, True, True), "no", "none", "missing",
+              "subject identity and a dispute validation", ("f4_subject_contested",)),
+        State(REDACTED, "Withdrawn from use by its subject.",
+              "The subject withdraws a retained statement.",
+              "Authenticated human subject; synchronous self-governance action.", "terminal",
+              _v(True, False, True, True), "no", "none", "missing", "subject identity",
+              ("f4_subject_redacted",)),
+        State(STALE, "Repeatedly unconfirmed and no longer relied on.",
+              "An unanswered confirmation or revalidation question passes its deadline "
+              "(consent questions excluded).",
+              "Dream-time worker; dream-time queue.", "stable", _v(True, False, True, True),
+              "no", "none", "missing", "an expired peer question and lower confidence",
+              ("f4_revalidation_confidence_decay",)),
+        State(RETRACTED, "Lost its supporting source or was denied by its subject.",
+              "A verified subject denies the claim, or its last source is tombstoned or erased.",
+              "Verified peer answer, document sync or erasure worker.", "terminal",
+              _v(True, False, True, True), "no", "none", "missing",
+              "source or peer decision evidence",
+              ("f4_source_tombstoned", "f4_source_erased", "f4_subject_denied",
+               "f4_document_source_removed")),
+    )
+}
+
+# Allowed exits per state. A state listed in its own set has a governed self-edge: the
+# transition records evidence (timer evidence, an unverified deferral, repeated erasure)
+# without changing the state.
+EDGES: dict[str | None, frozenset[str]] = {
+    None: frozenset({PROPOSED}),
+    PROPOSED: frozenset({ACTIVE, PROVISIONAL, HELD, REJECTED, CONTESTED, REDACTED, RETRACTED}),
+    ACTIVE: frozenset({ACTIVE, HELD, NEEDS_REVALIDATION, CONTESTED, SUPERSEDED, EXPIRED,
+                       REDACTED, RETRACTED}),
+    PROVISIONAL: frozenset({PROVISIONAL, ACTIVE, HELD, REJECTED, CONTESTED, SUPERSEDED, EXPIRED,
+                            REDACTED, STALE, RETRACTED}),
+    HELD: frozenset({HELD, ACTIVE, REJECTED, CONTESTED, SUPERSEDED, EXPIRED, REDACTED,
+                     RETRACTED}),
+    NEEDS_REVALIDATION: frozenset({NEEDS_REVALIDATION, ACTIVE, REJECTED, CONTESTED, SUPERSEDED,
+                                   EXPIRED, REDACTED, STALE, RETRACTED}),
+    # Terminal for ordinary work; privacy redaction or last-source retraction still apply.
+    SUPERSEDED: frozenset({REDACTED, RETRACTED}),
+    EXPIRED: frozenset({REDACTED, RETRACTED}),
+    REJECTED: frozenset({REDACTED, RETRACTED}),
+    CONTESTED: frozenset({ACTIVE, REJECTED, SUPERSEDED, EXPIRED, REDACTED, RETRACTED}),
+    # Only last-source retraction overrides a redaction.
+    REDACTED: frozenset({RETRACTED}),
+    STALE: frozenset({ACTIVE, REJECTED, CONTESTED, SUPERSEDED, EXPIRED, REDACTED, RETRACTED}),
+    RETRACTED: frozenset({RETRACTED}),
+}
+
+SEARCHABLE = frozenset(n for n, s in STATES.items() if s.search == "yes")
+SUBJECT_SEARCHABLE = frozenset(n for n, s in STATES.items() if s.search == "subject_only")
+TERMINAL = frozenset(n for n, s in STATES.items() if s.stability == "terminal")
+MEMBER_VISIBLE = frozenset(n for n, s in STATES.items() if s.visibility.member)
+CURATOR_VISIBLE = frozenset(n for n, s in STATES.items() if s.visibility.curator)
+# States a subject may still dispute or withdraw ("nonterminal" in the contract).
+CURRENT = frozenset({ACTIVE, PROVISIONAL, HELD, NEEDS_REVALIDATION, STALE})
+
+
+class TransitionError(Exception):
+    """An edge the contract does not allow, or a reason that does not belong to it."""
+
+    code = "invalid_transition"
+
+
+def is_allowed(from_state: str | None, to_state: str) -> bool:
+    return to_state in EDGES.get(from_state, frozenset())
+
+
+def _actor_label(actor: Any) -> tuple[Any, str]:
+    """Accept a Peer or a system label such as 'system:expiry'."""
+    from knowledge.models import Peer
+
+    if isinstance(actor, Peer):
+        return actor, f"peer:{actor.key}"
+    if isinstance(actor, str) and actor.startswith("system:"):
+        return None, actor
+    raise TransitionError("actor must be a Peer or a 'system:<worker>' label")
+
+
+def transition(
+    item: Any,
+    to: str,
+    *,
+    actor: Any,
+    reason: str,
+    verification: str | None = None,
+    evidence: dict[str, Any] | None = None,
+    **changes: Any,
+) -> Any:
+    """Move one Knowledge row along an allowed edge.
+
+    1. Lock the row (SELECT ... FOR UPDATE) and re-read its state, so concurrent
+       transitions on one row serialise and each sees the other's result.
+    2. Check the edge against EDGES and the reason against the target state's codes.
+    3. Update state, verification, reason, the projection watermark and any extra fields
+       the edge carries (held_scope, confidence, ...), with the trigger's guard setting on.
+    4. Write a LifecycleEvent and an AuditEntry in the same transaction.
+    5. After commit, mark projections dirty and enqueue their refresh.
+    """
+    from knowledge import audit
+    from knowledge.models import Knowledge, LifecycleEvent
+
+    if to not in STATES:
+        raise TransitionError(f"unknown state {to!r}")
+    if reason not in STATES[to].reasons:
+        raise TransitionError(f"reason {reason!r} does not lead to {to!r}")
+    allowed_changes = {"held_scope", "held_scope_id", "confidence", "revalidate_after",
+                       "expires_at", "level", "scope", "scope_id"}
+    unexpected = set(changes) - allowed_changes
+    if unexpected:
+        raise TransitionError(f"transition cannot change {sorted(unexpected)}")
+    peer, label = _actor_label(actor)
+    with transaction.atomic():
+        locked = Knowledge.objects.select_for_update().get(pk=item.pk)
+        from_state = locked.state
+        if not is_allowed(from_state, to):
+            raise TransitionError(f"{from_state} -> {to} is not an allowed edge")
+        now = timezone.now()
+        locked.state = to
+        locked.state_reason = reason
+        if verification is not None:
+            locked.verification = verification
+        locked.updated_at = now
+        for field, value in changes.items():
+            setattr(locked, field, value)
+        fields = ["state", "state_reason", "verification", "updated_at", *changes]
+        with connection.cursor() as cur:
+            cur.execute("SELECT set_config(%s, 'on', true)", [TRANSITION_SETTING])
+        try:
+            locked.save(update_fields=fields)
+        finally:
+            with connection.cursor() as cur:
+                cur.execute("SELECT set_config(%s, '', true)", [TRANSITION_SETTING])
+        LifecycleEvent.objects.create(
+            account_id=locked.account_id, knowledge=locked, from_state=from_state, to_state=to,
+            reason=reason, verification=locked.verification, actor_peer=peer, actor=label,
+            evidence=evidence or {}, created_at=now,
+        )
+        audit.append(
+            account_id=locked.account_id, event_type="knowledge.transition", actor=label,
+            target_type="knowledge", target_id=str(locked.pk),
+            payload={"from": from_state, "to": to, "reason": reason,
+                     "verification": locked.verification},
+        )
+        _after_commit_refresh(locked)
+    for field in fields:
+        setattr(item, field, getattr(locked, field))
+    return locked
+
+
+def record_creation(item: Any, *, actor: Any) -> None:
+    """The nil -> proposed edge: event + audit for a freshly created row."""
+    from knowledge import audit
+    from knowledge.models import LifecycleEvent
+
+    if item.state != INITIAL_STATE:
+        raise TransitionError(f"knowledge starts as {INITIAL_STATE}, not {item.state}")
+    peer, label = _actor_label(actor)
+    LifecycleEvent.objects.create(
+        account_id=item.account_id, knowledge=item, from_state=None, to_state=INITIAL_STATE,
+        reason="f4_pipeline_proposed", verification=item.verification, actor_peer=peer,
+        actor=label, created_at=item.inserted_at,
+    )
+    audit.append(
+        account_id=item.account_id, event_type="knowledge.proposed", actor=label,
+        target_type="knowledge", target_id=str(item.pk),
+        payload={"to": INITIAL_STATE, "reason": "f4_pipeline_proposed"},
+    )
+    _after_commit_refresh(item)
+
+
+# Hooks for derived projections; the projection module registers itself here so this
+# module does not import retrieval (which imports us).
+_refresh_hooks: list[Any] = []
+
+
+def register_refresh_hook(hook: Any) -> None:
+    if hook not in _refresh_hooks:
+        _refresh_hooks.append(hook)
+
+
+def _after_commit_refresh(item: Any) -> None:
+    for hook in _refresh_hooks:
+        hook(item)
+
+
+def operator_table_markdown() -> str:
+    """The published operator contract, generated from STATES and EDGES."""
+    lines = [
+        "# Knowledge lifecycle contract",
+        "",
+        "Generated by `python manage.py lifecycle_doc` from `knowledge/lifecycle.py`; "
+        "do not edit by hand (a test fails when this file is stale).",
+        "",
+        "Every extracted statement starts as `proposed`. Only `lifecycle.transition()` "
+        "changes state; it writes a lifecycle event and an audit entry in the same "
+        "transaction, and a database trigger refuses any other update of `state`.",
+        "",
+        "| State | Meaning | Entry and trigger | Actor; queue | Stability | Allowed exits "
+        "| Visible to subject / member / curator / admin | Search and ask | Projection "
+        "| Readiness | Evidence | Reason codes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    yn = {True: "yes", False: "no"}
+    for name, s in STATES.items():
+        exits = sorted(EDGES[name])
+        exit_text = ", ".join(f"{e} (self-edge)" if e == name else e for e in exits)
+        vis = " / ".join(yn[v] for v in (s.visibility.subject, s.visibility.member,
+                                         s.visibility.curator, s.visibility.admin))
+        lines.append(
+            f"| <a id=\"{name}\"></a>`{name}` | {s.meaning} | {s.entry} | {s.actor} "
+            f"| {s.stability} | {exit_text} | {vis} | {s.search} | {s.projection} "
+            f"| {s.readiness} | {s.evidence} | {', '.join(f'`{r}`' for r in s.reasons)} |"
+        )
+    lines += [
+        "",
+        "The member column assumes ordinary scope authorisation. A subject can inspect "
+        "their own rows in any scope; another subject's `provisional` row stays hidden "
+        "even from curators and administrators.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,388 @@
+"""The memory model: data and invariants only. Writes live in services, reads in selectors.
+
+Every durable table carries `account_id`; PostgreSQL row-level security (migration
+0002_rls) keeps each Account's rows invisible to every other Account.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Account(models.Model):
+    """The isolation boundary. Its own row is visible only inside its own context."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_account"
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class AccountOwned(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, db_index=True)
+
+    class Meta:
+        abstract = True
+
+
+class Scope(AccountOwned):
+    """A node of the containment tree, addressed by path ("/", "/marketing/social")."""
+
+    path = models.CharField(max_length=500)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="children")
+    name = models.CharField(max_length=200, blank=True)
+    # Per-scope overrides (e.g. {"retrieval_profile": "thorough"}), inherited nearest-wins.
+    settings = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_scope"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "path"], name="scope_unique_path"),
+            models.CheckConstraint(
+                condition=Q(path="/", parent__isnull=True) | (~Q(path="/") & Q(parent__isnull=False)),
+                name="scope_root_has_no_parent",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class Peer(AccountOwned):
+    """One participant: a human (signs in with a password) or an agent (uses API keys)."""
+
+    class Kind(models.TextChoices):
+        HUMAN = "human"
+        AGENT = "agent"
+
+    key = models.CharField(max_length=200, help_text="peer_key, unique per Account")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    display_name = models.CharField(max_length=200)
+    aliases = models.JSONField(default=list, blank=True)
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                on_delete=models.PROTECT, related_name="peer")
+    is_curator = models.BooleanField(default=False)
+    is_admin = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_peer"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "key"], name="peer_unique_key"),
+            # Only humans sign in, and only humans may curate.
+            models.CheckConstraint(condition=Q(kind="human") | Q(user__isnull=True),
+                                   name="peer_only_humans_have_users"),
+            models.CheckConstraint(condition=Q(kind="human") | Q(is_curator=False, is_admin=False),
+                                   name="peer_only_humans_curate"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Credential(AccountOwned):
+    """A hashed API credential. The prefix is visible (for lookup and display); the secret
+    is shown once at creation and stored only as a SHA-256 digest."""
+
+    class Kind(models.TextChoices):
+        API_KEY = "api_key"  # long-lived, per peer (agents) or peerless (machine keys)
+        TOKEN = "token"  # short-lived, minted for a human after a password login
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    peer = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="credentials")
+    name = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=32, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    # Scope paths this credential may read and write; descendants included.
+    scope_paths = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memhouse_credential"
+        constraints = [
+            models.CheckConstraint(condition=Q(kind="api_key") | Q(peer__isnull=False),
+                                   name="credential_token_has_peer"),
+        ]
+
+
+class Session(AccountOwned):
+    """A conversation: groups messages for session summaries."""
+
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT)
+    external_id = models.CharField(max_length=200)
+    started_at = models.DateTimeField(default=timezone.now)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = "memhouse_session"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "external_id"], name="session_unique_ext"),
+        ]
+
+
+class Message(AccountOwned):
+    """An immutable raw observation. Durable; knowledge is derived from it."""
+
+    peer = models.ForeignKey(Peer, on_delete=models.PROTECT, related_name="messages")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT)
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.PROTECT)
+    client_message_id = models.CharField(max_length=200, null=True, blank=True)
+    text = models.TextField()
+    occurred_at = models.DateTimeField()
+    inserted_at = models.DateTimeField(default=timezone.now)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Set once the pipeline has produced proposals, so redelivery does not extract twice.
+    extracted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memhouse_message"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "client_message_id"],
+                                    condition=Q(client_message_id__isnull=False),
+                                    name="message_unique_client_id"),
+        ]
+        indexes = [models.Index(fields=["account", "occurred_at"])]
+
+
+class Document(AccountOwned):
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT)
+    peer = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.PROTECT)
+    title = models.CharField(max_length=500)
+    external_id = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memhouse_document"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "external_id"],
+                                    condition=Q(external_id__isnull=False),
+                                    name="document_unique_ext"),
+        ]
+
+
+class DocumentVersion(AccountOwned):
+    """One immutable version: the original blob and its extracted text."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    media_type = models.CharField(max_length=100, default="text/plain")
+    blob = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    tombstoned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "memhouse_document_version"
+        constraints = [
+            models.UniqueConstraint(fields=["document", "number"], name="docversion_unique_number"),
+        ]
+
+
+class Knowledge(AccountOwned):
+    """One natural-language statement plus the metadata that governs it.
+
+    `statement` is immutable (a database trigger refuses updates; a change mints a new row
+    that supersedes this one) and `state` changes only through knowledge.lifecycle.transition.
+    """
+
+    class Kind(models.TextChoices):
+        FACT = "fact"
+        PREFERENCE = "preference"
+        RELATION = "relation"
+        SKILL = "skill"
+        EVENT = "event"
+
+    class Level(models.TextChoices):
+        PEER = "peer"
+        SCOPE = "scope"
+        ACCOUNT = "account"
+
+    class Sensitivity(models.TextChoices):
+        PUBLIC = "public"
+        INTERNAL = "internal"
+        PERSONAL = "personal"
+        RESTRICTED = "restricted"
+
+    class Verification(models.TextChoices):
+        PENDING = "pending"
+        GATE_KEEP = "gate_keep"
+        GATE_REJECT = "gate_reject"
+        GATE_DEFER = "gate_defer"
+        CURATOR_APPROVED = "curator_approved"
+        CURATOR_REJECTED = "curator_rejected"
+        SUBJECT_CONFIRMED = "subject_confirmed"
+        SUBJECT_DISPUTED = "subject_disputed"
+        SUBJECT_REDACTED = "subject_redacted"
+        SUBJECT_DENIED = "subject_denied"
+        WORKER = "worker"
+        SOURCE_REMOVED = "source_removed"
+
+    # Statement
+    statement = models.TextField()
+    # Subject: a peer, or (subject_peer null) the anchoring scope itself.
+    subject_peer = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="knowledge_about")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="knowledge",
+                              help_text="Where the statement is anchored.")
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.FACT)
+    level = models.CharField(max_length=8, choices=Level.choices, default=Level.PEER)
+    # Confidence and sensitivity are independent on purpose.
+    confidence = models.FloatField(default=0.5)
+    sensitivity = models.CharField(max_length=12, choices=Sensitivity.choices,
+                                   default=Sensitivity.INTERNAL)
+    # Belief time: when the system holds the claim.
+    inserted_at = models.DateTimeField(default=timezone.now)
+    revalidate_after = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Valid time: when the claim is true in the world.
+    relevant_from = models.DateTimeField(null=True, blank=True)
+    relevant_until = models.DateTimeField(null=True, blank=True)
+    # Governance.
+    state = models.CharField(max_length=20, default="proposed")
+    verification = models.CharField(max_length=20, choices=Verification.choices,
+                                    default=Verification.PENDING)
+    state_reason = models.CharField(max_length=80, default="f4_pipeline_proposed")
+    held_scope = models.ForeignKey(Scope, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="held_knowledge")
+    supersedes = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="superseded_by")
+    # Provenance summary; the rows are KnowledgeSource.
+    source_count = models.PositiveIntegerField(default=0)
+    # Who proposed it (the source actor), distinct from the subject.
+    proposed_by = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="knowledge_proposed")
+    extractor = models.CharField(max_length=40, blank=True)
+    # Watermark for derived projections; bumped by every transition.
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_knowledge"
+        constraints = [
+            models.CheckConstraint(condition=Q(confidence__gte=0) & Q(confidence__lte=1),
+                                   name="knowledge_confidence_range"),
+            models.CheckConstraint(
+                condition=Q(relevant_from__isnull=True) | Q(relevant_until__isnull=True)
+                | Q(relevant_until__gte=models.F("relevant_from")),
+                name="knowledge_valid_time_order",
+            ),
+            models.CheckConstraint(condition=~Q(statement=""), name="knowledge_statement_nonempty"),
+        ]
+        indexes = [
+            models.Index(fields=["account", "state"]),
+            models.Index(fields=["account", "subject_peer"]),
+            models.Index(fields=["account", "scope", "state"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.statement[:60]
+
+
+class KnowledgeSource(AccountOwned):
+    """Provenance: one supporting message or document version."""
+
+    knowledge = models.ForeignKey(Knowledge, on_delete=models.CASCADE, related_name="sources")
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.CASCADE)
+    document_version = models.ForeignKey(DocumentVersion, null=True, blank=True,
+                                         on_delete=models.CASCADE)
+    excerpt = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_knowledge_source"
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(message__isnull=False) & Q(document_version__isnull=True))
+                | (Q(message__isnull=True) & Q(document_version__isnull=False)),
+                name="source_exactly_one_origin",
+            ),
+            models.UniqueConstraint(fields=["knowledge", "message"],
+                                    condition=Q(message__isnull=False), name="source_unique_msg"),
+            models.UniqueConstraint(fields=["knowledge", "document_version"],
+                                    condition=Q(document_version__isnull=False),
+                                    name="source_unique_docv"),
+        ]
+
+
+class Relation(AccountOwned):
+    """A typed edge between two knowledge items."""
+
+    class Type(models.TextChoices):
+        SUPPORTS = "supports"
+        CONTRADICTS = "contradicts"
+        DERIVED_FROM = "derived_from"
+        CONSOLIDATES = "consolidates"
+        SUPERSEDES = "supersedes"
+        SAME_ENTITY = "same_entity"
+        RELATED = "related"
+
+    source = models.ForeignKey(Knowledge, on_delete=models.CASCADE, related_name="relations_out")
+    target = models.ForeignKey(Knowledge, on_delete=models.CASCADE, related_name="relations_in")
+    type = models.CharField(max_length=20, choices=Type.choices)
+    confidence = models.FloatField(default=1.0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_relation"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "type"], name="relation_unique"),
+            models.CheckConstraint(condition=~Q(source=models.F("target")), name="relation_no_loop"),
+        ]
+
+
+class LifecycleEvent(AccountOwned):
+    """One state change (or governed self-edge), written only by lifecycle.transition."""
+
+    knowledge = models.ForeignKey(Knowledge, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=20, null=True, blank=True)
+    to_state = models.CharField(max_length=20)
+    reason = models.CharField(max_length=80)
+    verification = models.CharField(max_length=20)
+    actor_peer = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.CharField(max_length=100, help_text="peer:<key> or system:<worker>")
+    evidence = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_lifecycle_event"
+        indexes = [models.Index(fields=["account", "knowledge", "created_at"])]
+
+
+class AuditEntry(AccountOwned):
+    """Append-only, hash-chained audit log per Account (see knowledge.audit)."""
+
+    seq = models.BigIntegerField()
+    event_type = models.CharField(max_length=60)
+    actor = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=40, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "memhouse_audit_entry"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "seq"], name="audit_unique_seq"),
+        ]
+        ordering = ["seq"]

@@ -1,0 +1,191 @@
+"""Writes to the memory model. Each service is one transaction and takes keyword args."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from knowledge import audit, lifecycle
+from knowledge.models import Account, Credential, Knowledge, KnowledgeSource, Peer, Scope
+from memhouse.authentication import KEY_MARK, hash_secret
+from memhouse.errors import ApplicationError
+from memhouse.principal import ancestor_paths
+from memhouse.tenancy import set_account
+
+SYSTEM = "system:memhouse"
+
+
+def normalise_scope_path(path: str) -> str:
+    """'/marketing/social/' -> '/marketing/social'; raises on malformed paths."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ApplicationError("invalid_scope_path", "scope paths start with '/'")
+    parts = [p for p in path.split("/") if p]
+    for p in parts:
+        if p in {".", ".."} or len(p) > 100 or not all(c.isalnum() or c in "-_." for c in p):
+            raise ApplicationError(
+                "invalid_scope_path",
+                "scope path segments use letters, digits, '-', '_' or '.'",
+            )
+    return "/" + "/".join(parts) if parts else "/"
+
+
+@transaction.atomic
+def account_create(*, name: str, slug: str | None = None) -> Account:
+    """Create an Account with its root scope '/'. Binds this transaction to it."""
+    account_id = uuid.uuid4()
+    set_account(account_id)
+    account = Account.objects.create(id=account_id, name=name, slug=slugify(slug or name))
+    Scope.objects.create(account=account, path="/", name="root")
+    audit.append(account_id=account.id, event_type="account.created", actor=SYSTEM,
+                 target_type="account", target_id=str(account.id), payload={"slug": account.slug})
+    return account
+
+
+@transaction.atomic
+def scope_ensure(*, account_id: uuid.UUID, path: str) -> Scope:
+    """Get or create the scope at `path`, creating missing ancestors on the way down."""
+    path = normalise_scope_path(path)
+    chain = list(reversed(ancestor_paths(path)))  # '/', '/a', '/a/b'
+    existing = {s.path: s for s in Scope.objects.filter(account_id=account_id, path__in=chain)}
+    parent: Scope | None = None
+    for p in chain:
+        scope = existing.get(p)
+        if scope is None:
+            scope = Scope.objects.create(account_id=account_id, path=p, parent=parent,
+                                         name=p.rsplit("/", 1)[-1])
+            audit.append(account_id=account_id, event_type="scope.created", actor=SYSTEM,
+                         target_type="scope", target_id=str(scope.pk), payload={"path": p})
+        parent = scope
+    assert parent is not None
+    return parent
+
+
+def scope_setting(*, scope: Scope, key: str, default: Any = None) -> Any:
+    """Nearest-wins inheritance: the deepest scope on the path that sets `key`."""
+    chain = Scope.objects.filter(account_id=scope.account_id,
+                                 path__in=ancestor_paths(scope.path)).values("path", "settings")
+    by_path = {row["path"]: row["settings"] for row in chain}
+    for p in ancestor_paths(scope.path):
+        if key in (by_path.get(p) or {}):
+            return by_path[p][key]
+    return default
+
+
+@transaction.atomic
+def peer_create(*, account_id: uuid.UUID, key: str, kind: str, display_name: str = "",
+                password: str | None = None, username: str | None = None,
+                is_curator: bool = False, is_admin: bool = False,
+                aliases: list[str] | None = None) -> Peer:
+    """A peer; a human gets a linked Django user when a password is given."""
+    if kind not in Peer.Kind.values:
+        raise ApplicationError("invalid_peer_kind", "peer kind is 'human' or 'agent'")
+    if not key or len(key) > 200:
+        raise ApplicationError("invalid_peer_key", "peer_key must be 1-200 characters")
+    if Peer.objects.filter(account_id=account_id, key=key).exists():
+        raise ApplicationError("peer_exists", f"peer {key!r} already exists", status_code=409)
+    user = None
+    if password is not None:
+        if kind != Peer.Kind.HUMAN:
+            raise ApplicationError("agents_cannot_sign_in", "only humans have passwords")
+        user = get_user_model().objects.create_user(username=username or key, password=password)
+    peer = Peer.objects.create(account_id=account_id, key=key, kind=kind,
+                               display_name=display_name or key, user=user,
+                               is_curator=is_curator, is_admin=is_admin, aliases=aliases or [])
+    audit.append(account_id=account_id, event_type="peer.created", actor=SYSTEM,
+                 target_type="peer", target_id=str(peer.pk),
+                 payload={"key": key, "kind": kind, "curator": is_curator})
+    return peer
+
+
+def _new_key() -> tuple[str, str]:
+    prefix = secrets.token_hex(6)
+    return prefix, f"{KEY_MARK}_{prefix}_{secrets.token_urlsafe(32)}"
+
+
+@transaction.atomic
+def credential_create(*, account_id: uuid.UUID, peer: Peer | None, name: str = "",
+                      scope_paths: list[str] | None = None, kind: str = Credential.Kind.API_KEY,
+                      expires_at: datetime | None = None, actor: str = SYSTEM
+                      ) -> tuple[Credential, str]:
+    """Mint a credential; the plaintext key is returned once and never stored."""
+    paths = [normalise_scope_path(p) for p in (scope_paths or ["/"])]
+    prefix, key = _new_key()
+    cred = Credential.objects.create(account_id=account_id, peer=peer, name=name, kind=kind,
+                                     prefix=prefix, secret_hash=hash_secret(key),
+                                     scope_paths=paths, expires_at=expires_at)
+    audit.append(account_id=account_id, event_type="credential.created", actor=actor,
+                 target_type="credential", target_id=str(cred.pk),
+                 payload={"prefix": prefix, "kind": kind,
+                          "peer": peer.key if peer else None, "scopes": paths})
+    return cred, key
+
+
+@transaction.atomic
+def token_issue(*, peer: Peer) -> tuple[Credential, str]:
+    """A short-lived API token for a signed-in human."""
+    if peer.kind != Peer.Kind.HUMAN:
+        raise ApplicationError("agents_cannot_sign_in", "only humans get login tokens",
+                               status_code=403)
+    ttl = timedelta(seconds=settings.API_TOKEN_TTL_SECONDS)
+    return credential_create(account_id=peer.account_id, peer=peer, name="login token",
+                             kind=Credential.Kind.TOKEN, expires_at=timezone.now() + ttl,
+                             actor=f"peer:{peer.key}")
+
+
+@transaction.atomic
+def credential_revoke(*, credential: Credential, actor: str) -> Credential:
+    if credential.revoked_at is None:
+        credential.revoked_at = timezone.now()
+        credential.save(update_fields=["revoked_at"])
+        audit.append(account_id=credential.account_id, event_type="credential.revoked",
+                     actor=actor, target_type="credential", target_id=str(credential.pk),
+                     payload={"prefix": credential.prefix})
+    return credential
+
+
+@transaction.atomic
+def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
+                      subject_peer: Peer | None, actor: Any, kind: str = Knowledge.Kind.FACT,
+                      level: str = Knowledge.Level.PEER, confidence: float = 0.5,
+                      sensitivity: str = Knowledge.Sensitivity.INTERNAL,
+                      relevant_from: datetime | None = None,
+                      relevant_until: datetime | None = None,
+                      revalidate_after: datetime | None = None,
+                      expires_at: datetime | None = None, proposed_by: Peer | None = None,
+                      extractor: str = "", sources: list[dict[str, Any]] | None = None,
+                      state: str = lifecycle.INITIAL_STATE) -> Knowledge:
+    """Create one proposed statement with its provenance. Any other start state is refused."""
+    if state != lifecycle.INITIAL_STATE:
+        raise lifecycle.TransitionError(f"knowledge starts as {lifecycle.INITIAL_STATE}")
+    statement = statement.strip()
+    if not statement:
+        raise ApplicationError("empty_statement", "a statement needs text")
+    item = Knowledge.objects.create(
+        account_id=account_id, statement=statement, scope=scope, subject_peer=subject_peer,
+        kind=kind, level=level, confidence=confidence, sensitivity=sensitivity,
+        relevant_from=relevant_from, relevant_until=relevant_until,
+        revalidate_after=revalidate_after, expires_at=expires_at, proposed_by=proposed_by,
+        extractor=extractor,
+    )
+    for src in sources or []:
+        KnowledgeSource.objects.create(account_id=account_id, knowledge=item, **src)
+    if sources:
+        item.source_count = independent_source_count(item)
+        Knowledge.objects.filter(pk=item.pk).update(source_count=item.source_count)
+    lifecycle.record_creation(item, actor=actor)
+    return item
+
+
+def independent_source_count(item: Knowledge) -> int:
+    """Distinct speaking peers plus distinct documents: repeats by one source count once."""
+    rows = KnowledgeSource.objects.filter(knowledge=item).values_list(
+        "message__peer_id", "document_version__document_id")
+    return len({("m", m) if m else ("d", d) for m, d in rows})

@@ -1,0 +1,79 @@
+"""Who is calling (Principal) and for whom a read is done (Reader)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Posture = Literal["peer", "public_only", "internal"]
+
+
+def path_within(path: str, root: str) -> bool:
+    """True when `path` is `root` or a descendant of it."""
+    if root == "/":
+        return True
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def ancestor_paths(path: str) -> list[str]:
+    """'/a/b' -> ['/a/b', '/a', '/'] (nearest first)."""
+    if path == "/":
+        return ["/"]
+    parts = path.strip("/").split("/")
+    out = ["/" + "/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    return [*out, "/"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: its Account, its Peer (if any) and its scope grants."""
+
+    account_id: uuid.UUID
+    peer: Any  # knowledge.models.Peer | None
+    via: Literal["api_key", "token", "session"]
+    scope_paths: tuple[str, ...] = ("/",)
+    credential_id: uuid.UUID | None = None
+
+    is_authenticated = True
+    is_anonymous = False
+
+    @property
+    def is_human(self) -> bool:
+        return self.peer is not None and self.peer.kind == "human"
+
+    @property
+    def is_curator(self) -> bool:
+        return self.is_human and bool(self.peer.is_curator)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.is_human and bool(self.peer.is_admin)
+
+    def may_access_scope(self, path: str) -> bool:
+        return any(path_within(path, root) for root in self.scope_paths)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Built once per request; every selector and strategy takes it.
+
+    posture "peer": reads for `peer_id` (public + internal, that peer's own rows, rows
+    about the scope, promoted rows); "public_only": a peerless credential naming nobody;
+    "internal": server-side work (projection rebuild, dream-time, evaluation) - only
+    ever constructed by code, never from a request value.
+    """
+
+    account_id: uuid.UUID
+    posture: Posture
+    peer_id: uuid.UUID | None = None
+    # Scope roots the caller may read (descendants included); None = every scope.
+    scope_roots: tuple[str, ...] | None = ("/",)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def may_read_scope(self, path: str) -> bool:
+        return self.scope_roots is None or any(path_within(path, r) for r in self.scope_roots)
+
+
+def internal_reader(account_id: uuid.UUID) -> Reader:
+    return Reader(account_id=account_id, posture="internal", scope_roots=None)

@@ -1,0 +1,172 @@
+"""The one settings module. Every value comes from the environment (see docs/configuration.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from memhouse.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("MEMHOUSE_DEBUG", False)
+# The fallback key is for local use only; production sets MEMHOUSE_SECRET_KEY(_FILE).
+SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", "memhouse-insecure-local-key-change-me")
+ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("MEMHOUSE_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_htmx",
+    "knowledge",
+    "retrieval",
+    "governance",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "memhouse.urls"
+WSGI_APPLICATION = "memhouse.wsgi.application"
+ASGI_APPLICATION = "memhouse.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------
+# With DATABASE_URL, that server; without it, the embedded PostgreSQL + pgvector.
+DATA_DIR = Path(env_str("MEMHOUSE_DATA_DIR", "")) if env_str("MEMHOUSE_DATA_DIR") else None
+
+
+def _database_from_url(url: str) -> dict[str, object]:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql"}:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("DATABASE_URL must be a postgresql:// URL")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")) or "memhouse",
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": parsed.hostname or "",
+        "PORT": str(parsed.port or ""),
+    }
+
+
+_database_url = env_str("DATABASE_URL")
+if _database_url:
+    _default_db = _database_from_url(_database_url)
+else:
+    from memhouse.embedded_db import database_settings
+
+    _default_db = database_settings(DATA_DIR)
+
+# Every request runs in one transaction: the Account setting is transaction-local
+# (set_config(..., true)), so it can never leak to the next request on a pooled connection.
+_default_db["ATOMIC_REQUESTS"] = True
+_default_db["CONN_MAX_AGE"] = env_int("MEMHOUSE_DB_CONN_MAX_AGE", 0, minimum=0)
+DATABASES = {"default": _default_db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -----------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/console/login/"
+LOGIN_REDIRECT_URL = "/console/"
+API_TOKEN_TTL_SECONDS = env_int("MEMHOUSE_API_TOKEN_TTL_SECONDS", 3600, minimum=60)
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "memhouse.authentication.ApiKeyAuthentication",
+        "memhouse.authentication.ConsoleSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["memhouse.authentication.IsAccountMember"],
+    "EXCEPTION_HANDLER": "memhouse.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+}
+
+# --- Celery ---------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_RESULT_BACKEND = None
+# Eager mode runs tasks in-process: for the embedded single-machine default and tests that
+# are not about queuing. Production sets it false and runs workers.
+CELERY_TASK_ALWAYS_EAGER = env_bool("MEMHOUSE_CELERY_EAGER", True)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# --- Models (optional) ----------------------------------------------------------------
+MEMHOUSE_EMBEDDER = env_str("MEMHOUSE_EMBEDDER", "minilm")
+MEMHOUSE_EMBEDDING_QUERY_PREFIX = env_str("MEMHOUSE_EMBEDDING_QUERY_PREFIX", "")
+MEMHOUSE_QUERY_CACHE_SIZE = env_int("MEMHOUSE_QUERY_CACHE_SIZE", 1024, minimum=0)
+MEMHOUSE_LLM_BASE_URL = env_str("MEMHOUSE_LLM_BASE_URL", "")
+MEMHOUSE_LLM_MODEL = env_str("MEMHOUSE_LLM_MODEL", "")
+MEMHOUSE_LLM_API_KEY = env_str("MEMHOUSE_LLM_API_KEY", "")
+MEMHOUSE_LLM_TIMEOUT = env_float("MEMHOUSE_LLM_TIMEOUT", 20.0)
+
+# --- Retrieval ------------------------------------------------------------------------
+MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL = env_bool("MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL", False)
+MEMHOUSE_STRATEGY_ALLOWLIST = env_list(
+    "MEMHOUSE_STRATEGY_ALLOWLIST",
+    ["semantic", "lexical", "temporal", "salience_recency", "entity_match", "relation_expand"],
+)
+
+# --- Limits ---------------------------------------------------------------------------
+MEMHOUSE_MAX_MESSAGE_CHARS = env_int("MEMHOUSE_MAX_MESSAGE_CHARS", 20_000, minimum=1)
+MEMHOUSE_MAX_BATCH = env_int("MEMHOUSE_MAX_BATCH", 500, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
+
+# --- Static, i18n, logging ------------------------------------------------------------
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "build" / "static"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("MEMHOUSE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -1,0 +1,86 @@
+"""The Account context that PostgreSQL row-level security reads.
+
+Every durable table's policy compares `account_id` with the transaction-local setting
+`memhouse.account_id`. It is set with `set_config(..., is_local => true)`, so it ends with
+the transaction and a pooled connection can never carry an Account into the next request
+or task. With the setting absent, policies match nothing: SELECT returns no rows and
+INSERT is refused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connection, transaction
+
+ACCOUNT_SETTING = "memhouse.account_id"
+# Narrow, transaction-local lookups that policies allow before the Account is known.
+CREDENTIAL_PREFIX_SETTING = "memhouse.credential_prefix"
+AUTH_USER_SETTING = "memhouse.auth_user_id"
+ACCOUNT_SCAN_SETTING = "memhouse.account_scan"
+
+
+class TenancyError(RuntimeError):
+    pass
+
+
+def _set(name: str, value: str) -> None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT set_config(%s, %s, true)", [name, value])
+
+
+def current_account_id() -> uuid.UUID | None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT nullif(current_setting(%s, true), '')", [ACCOUNT_SETTING])
+        row = cur.fetchone()
+    return uuid.UUID(row[0]) if row and row[0] else None
+
+
+def set_account(account_id: uuid.UUID | str) -> None:
+    """Bind the current transaction to one Account. Refuses a switch inside one transaction."""
+    if not connection.in_atomic_block:
+        raise TenancyError("set_account needs a transaction (the setting is transaction-local)")
+    account_id = uuid.UUID(str(account_id))
+    current = current_account_id()
+    if current is not None and current != account_id:
+        raise TenancyError("this transaction is already bound to another Account")
+    _set(ACCOUNT_SETTING, str(account_id))
+
+
+@contextmanager
+def account_context(account_id: uuid.UUID | str) -> Iterator[None]:
+    """Run a block in one transaction bound to `account_id` (workers, commands, tests)."""
+    with transaction.atomic():
+        set_account(account_id)
+        yield
+
+
+@contextmanager
+def narrow_lookup(setting: str, value: str) -> Iterator[None]:
+    """Allow one pre-authentication lookup (credential prefix or login user), then close it."""
+    if not connection.in_atomic_block:
+        raise TenancyError("narrow lookups need a transaction")
+    _set(setting, value)
+    try:
+        yield
+    finally:
+        _set(setting, "")
+
+
+def list_account_ids() -> list[uuid.UUID]:
+    """Account ids for operator commands and beat workers, which then enter each one."""
+    from knowledge.models import Account
+
+    with transaction.atomic(), narrow_lookup(ACCOUNT_SCAN_SETTING, "on"):
+        return list(Account.objects.order_by("created_at").values_list("id", flat=True))
+
+
+def rebind_account_for_tests(account_id: uuid.UUID | str | None) -> None:
+    """Tests only: point the current transaction at another Account (or none).
+
+    Production code never switches Accounts inside a transaction (set_account refuses);
+    tests use this to attack isolation from inside one test transaction.
+    """
+    _set(ACCOUNT_SETTING, str(account_id) if account_id else "")

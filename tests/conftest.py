@@ -1,0 +1,73 @@
+"""Personas: in Account A a subject (alice), another member (bob), a curator (carol) and an
+agent (scribe, with an API key); in Account B an outsider (mallory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from knowledge import services
+from memhouse.tenancy import rebind_account_for_tests
+
+
+@dataclass
+class World:
+    account: Any
+    other_account: Any
+    root: Any
+    scope: Any
+    subject: Any
+    member: Any
+    curator: Any
+    agent: Any
+    agent_key: str
+    outsider: Any
+    outsider_key: str
+
+    def enter(self, account: Any) -> None:
+        rebind_account_for_tests(account.id)
+
+
+def build_world() -> World:
+    other = services.account_create(name="Other Co", slug="other")
+    mallory = services.peer_create(account_id=other.id, key="mallory", kind="human",
+                                   display_name="Mallory", password="mallory-pass-123")
+    services.scope_ensure(account_id=other.id, path="/marketing")
+    _, outsider_key = services.credential_create(account_id=other.id, peer=mallory)
+    rebind_account_for_tests(None)
+    account = services.account_create(name="Acme", slug="acme")
+    scope = services.scope_ensure(account_id=account.id, path="/marketing/social")
+    from knowledge.models import Scope
+
+    root = Scope.objects.get(account=account, path="/")
+    alice = services.peer_create(account_id=account.id, key="alice", kind="human",
+                                 display_name="Alice", password="alice-pass-123")
+    bob = services.peer_create(account_id=account.id, key="bob", kind="human",
+                               display_name="Bob", password="bob-pass-1234")
+    carol = services.peer_create(account_id=account.id, key="carol", kind="human",
+                                 display_name="Carol", password="carol-pass-123",
+                                 is_curator=True)
+    scribe = services.peer_create(account_id=account.id, key="scribe", kind="agent",
+                                  display_name="Scribe")
+    _, agent_key = services.credential_create(account_id=account.id, peer=scribe)
+    return World(account=account, other_account=other, root=root, scope=scope, subject=alice,
+                 member=bob, curator=carol, agent=scribe, agent_key=agent_key,
+                 outsider=mallory, outsider_key=outsider_key)
+
+
+@pytest.fixture
+def world(db: Any) -> World:
+    """The personas inside the test's transaction, bound to Account A."""
+    return build_world()
+
+
+@pytest.fixture
+def committed_world(transactional_db: Any) -> World:
+    """The personas committed, for real-HTTP and concurrency tests."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        w = build_world()
+    return w
