@@ -71,7 +71,8 @@ STATES: dict[str, State] = {
               ("f4_pipeline_proposed",)),
         State(ACTIVE, "Accepted; the system currently believes it.",
               "Gate acceptance, curator approval, subject confirmation or a resolved contest.",
-              "Pipeline, human governance or a verified peer answer; extraction or validation queue.",
+              "Pipeline, human governance or a verified peer answer; "
+              "extraction or validation queue.",
               "stable", _v(True, True, True, True), "yes", "shared_and_peer", "satisfies",
               "verification names the accepting decision",
               ("f4_gate_a_b_accepted", "f4_curator_approved", "f4_subject_confirmed",

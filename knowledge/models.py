@@ -53,7 +53,8 @@ class Scope(AccountOwned):
         constraints = [
             models.UniqueConstraint(fields=["account", "path"], name="scope_unique_path"),
             models.CheckConstraint(
-                condition=Q(path="/", parent__isnull=True) | (~Q(path="/") & Q(parent__isnull=False)),
+                condition=Q(path="/", parent__isnull=True)
+                | (~Q(path="/") & Q(parent__isnull=False)),
                 name="scope_root_has_no_parent",
             ),
         ]
@@ -285,7 +286,8 @@ class Knowledge(AccountOwned):
                 | Q(relevant_until__gte=models.F("relevant_from")),
                 name="knowledge_valid_time_order",
             ),
-            models.CheckConstraint(condition=~Q(statement=""), name="knowledge_statement_nonempty"),
+            models.CheckConstraint(condition=~Q(statement=""),
+                                   name="knowledge_statement_nonempty"),
         ]
         indexes = [
             models.Index(fields=["account", "state"]),
@@ -345,7 +347,8 @@ class Relation(AccountOwned):
         db_table = "memhouse_relation"
         constraints = [
             models.UniqueConstraint(fields=["source", "target", "type"], name="relation_unique"),
-            models.CheckConstraint(condition=~Q(source=models.F("target")), name="relation_no_loop"),
+            models.CheckConstraint(condition=~Q(source=models.F("target")),
+                                   name="relation_no_loop"),
         ]
 
 

@@ -15,7 +15,8 @@ def readyz(request: HttpRequest) -> JsonResponse:
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cur:
-            cur.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            cur.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles "
+                        "WHERE rolname = current_user")
             row = cur.fetchone()
         checks["database"] = "ok" if row and not row[0] else "unsafe_role"
         executor = MigrationExecutor(connection)

@@ -13,7 +13,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("MEMHOUSE_DEBUG", False)
 # The fallback key is for local use only; production sets MEMHOUSE_SECRET_KEY(_FILE).
 SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", "memhouse-insecure-local-key-change-me")
-ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS",
+                         ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("MEMHOUSE_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [

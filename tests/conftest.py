@@ -12,6 +12,13 @@ from knowledge import services
 from memhouse.tenancy import rebind_account_for_tests
 
 
+def pytest_configure(config: Any) -> None:
+    from django.conf import settings
+
+    # Password hashing strength is not under test; PBKDF2 would dominate the suite's time.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @dataclass
 class World:
     account: Any

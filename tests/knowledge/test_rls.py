@@ -32,7 +32,8 @@ def _populate(world) -> dict[str, uuid.UUID]:
     k2 = KnowledgeFactory(world=world)
     session = m.Session.objects.create(account=world.account, scope=world.scope, external_id="s1")
     msg = m.Message.objects.create(account=world.account, peer=world.subject, scope=world.scope,
-                                   session=session, text="I like tea", occurred_at="2024-01-01T10:00Z")
+                                   session=session, text="I like tea",
+                                   occurred_at="2024-01-01T10:00Z")
     doc = m.Document.objects.create(account=world.account, scope=world.scope, title="Doc")
     ver = m.DocumentVersion.objects.create(account=world.account, document=doc, number=1,
                                            blob=b"x", sha256="0" * 64, text="x")

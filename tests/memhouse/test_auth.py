@@ -52,7 +52,7 @@ def test_revoked_and_expired_credentials_are_refused(live_server, committed_worl
     with account_context(w.account.id):
         revoked, revoked_key = services.credential_create(account_id=w.account.id, peer=w.agent)
         services.credential_revoke(credential=revoked, actor="system:test")
-        expired, expired_key = services.credential_create(
+        _expired, expired_key = services.credential_create(
             account_id=w.account.id, peer=w.subject, kind=Credential.Kind.TOKEN,
             expires_at=timezone.now() - timedelta(seconds=1))
     assert _get(live_server, "/api/v1/me", revoked_key).status_code == 401

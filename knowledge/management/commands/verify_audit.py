@@ -38,7 +38,8 @@ class Command(BaseCommand):
         exported: dict[str, list[Any]] = {}
         for account_id in ids:
             with account_context(account_id):
-                result = audit.verify(account_id, expected_head=single or heads.get(str(account_id)))
+                expected = single or heads.get(str(account_id))
+                result = audit.verify(account_id, expected_head=expected)
             exported[str(account_id)] = [result.head_seq, result.head_hash]
             if result.ok:
                 self.stdout.write(f"{account_id}: ok, {result.entries} entries, "
