@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from knowledge import services
-from memhouse.authentication import principal_for_user
+from memhouse.authentication import principal_for_user, principal_of
 from memhouse.errors import ApplicationError
 
 
@@ -43,7 +43,7 @@ class AuthTokenApi(APIView):
 
 class WhoAmIApi(APIView):
     def get(self, request: Request) -> Response:
-        p = request.user
+        p = principal_of(request)
         return Response({
             "peer_key": p.peer.key if p.peer else None,
             "peer_kind": p.peer.kind if p.peer else None,

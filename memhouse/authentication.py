@@ -131,3 +131,11 @@ class IsHumanCurator(permissions.BasePermission):
 
     def has_permission(self, request: Any, view: Any) -> bool:
         return isinstance(request.user, Principal) and request.user.is_curator
+
+
+def principal_of(request: Any) -> Principal:
+    """The request's Principal (views behind IsAccountMember always have one)."""
+    user = request.user
+    if not isinstance(user, Principal):
+        raise exceptions.NotAuthenticated()
+    return user

@@ -115,3 +115,13 @@ def test_health_probes(live_server, db):
     assert httpx.get(f"{live_server.url}/healthz").json() == {"status": "ok"}
     r = httpx.get(f"{live_server.url}/readyz")
     assert r.status_code == 200 and r.json()["checks"]["database"] == "ok"
+
+
+def test_peerless_machine_key_authenticates_without_a_peer(live_server, committed_world):
+    w = committed_world
+    with account_context(w.account.id):
+        _, key = services.credential_create(account_id=w.account.id, peer=None,
+                                            name="etl", scope_paths=["/marketing"])
+    r = _get(live_server, "/api/v1/me", key)
+    assert r.status_code == 200
+    assert r.json()["peer_key"] is None and r.json()["scopes"] == ["/marketing"]
