@@ -51,3 +51,174 @@ class WhoAmIApi(APIView):
             "scopes": list(p.scope_paths),
             "curator": p.is_curator,
         })
+
+
+# --- Scopes and peers ------------------------------------------------------------------
+
+class ScopesApi(APIView):
+    """GET: scopes this credential may see. POST {path}: create it (and its ancestors)."""
+
+    class InputSerializer(serializers.Serializer):
+        path = serializers.CharField(max_length=500)
+
+    def get(self, request: Request) -> Response:
+        from knowledge.models import Scope
+
+        p = principal_of(request)
+        rows = [s for s in Scope.objects.filter(account_id=p.account_id).order_by("path")
+                .values("id", "path", "name") if p.may_access_scope(s["path"])]
+        return Response({"scopes": rows})
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        path = services.normalise_scope_path(data.validated_data["path"])
+        if not p.may_access_scope(path):
+            raise ApplicationError("scope_forbidden", "this credential may not write there",
+                                   status_code=403)
+        scope = services.scope_ensure(account_id=p.account_id, path=path)
+        return Response({"id": scope.id, "path": scope.path}, status=201)
+
+
+class PeersApi(APIView):
+    """POST {key, kind, display_name, aliases}: register a participant (no password)."""
+
+    class InputSerializer(serializers.Serializer):
+        key = serializers.CharField(max_length=200)
+        kind = serializers.ChoiceField(choices=["human", "agent"])
+        display_name = serializers.CharField(max_length=200, required=False, default="")
+        aliases = serializers.ListField(child=serializers.CharField(max_length=200),
+                                        required=False, default=list, max_length=20)
+
+    def get(self, request: Request) -> Response:
+        from knowledge.models import Peer
+
+        p = principal_of(request)
+        rows = list(Peer.objects.filter(account_id=p.account_id).order_by("key")
+                    .values("key", "kind", "display_name"))
+        return Response({"peers": rows})
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        peer = services.peer_create(account_id=p.account_id, **data.validated_data)
+        return Response({"key": peer.key, "kind": peer.kind,
+                         "display_name": peer.display_name}, status=201)
+
+
+# --- Ingest ----------------------------------------------------------------------------
+
+class MessageInSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=200, required=False, allow_null=True,
+                               help_text="client message id; resending it is a no-op")
+    peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+    text = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    occurred_at = serializers.DateTimeField(required=False)
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class MessagesIngestApi(APIView):
+    """POST a batch of observations. 202: stored; extraction runs in the pipeline."""
+
+    class InputSerializer(serializers.Serializer):
+        scope = serializers.CharField(max_length=500)
+        session = serializers.CharField(max_length=200, required=False, allow_null=True)
+        messages = MessageInSerializer(many=True, allow_empty=False)
+
+    def post(self, request: Request) -> Response:
+        from django.utils import timezone
+
+        from knowledge.ingest.services import IncomingMessage, messages_ingest
+
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        now = timezone.now()
+        incoming = [IncomingMessage(text=m["text"], occurred_at=m.get("occurred_at") or now,
+                                    client_message_id=m.get("id"), peer_key=m.get("peer_key"),
+                                    metadata=m.get("metadata"))
+                    for m in v["messages"]]
+        results = messages_ingest(principal=p, scope_path=v["scope"], messages=incoming,
+                                  session_id=v.get("session"))
+        return Response({"messages": results}, status=202)
+
+
+class DocumentInSerializer(serializers.Serializer):
+    text = serializers.CharField(required=False, trim_whitespace=False)
+    content_base64 = serializers.CharField(required=False)
+    media_type = serializers.CharField(max_length=100, required=False, default="text/plain")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        import base64
+        import binascii
+
+        if ("text" in attrs) == ("content_base64" in attrs):
+            raise serializers.ValidationError("send exactly one of text or content_base64")
+        if "text" in attrs:
+            attrs["content"] = attrs.pop("text").encode("utf-8")
+        else:
+            try:
+                attrs["content"] = base64.b64decode(attrs.pop("content_base64"), validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise serializers.ValidationError(
+                    {"content_base64": "not valid base64"}) from exc
+        return attrs
+
+
+def _version_out(version: Any) -> dict[str, Any]:
+    return {"document_id": version.document_id, "version": version.number,
+            "version_id": version.id, "sha256": version.sha256, "media_type": version.media_type}
+
+
+class DocumentsApi(APIView):
+    class InputSerializer(DocumentInSerializer):
+        scope = serializers.CharField(max_length=500)
+        title = serializers.CharField(max_length=500)
+        external_id = serializers.CharField(max_length=200, required=False, allow_null=True)
+
+    def post(self, request: Request) -> Response:
+        from knowledge.ingest.services import document_create
+
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        version = document_create(principal=p, scope_path=v["scope"], title=v["title"],
+                                  content=v["content"], media_type=v["media_type"],
+                                  external_id=v.get("external_id"))
+        return Response(_version_out(version), status=201)
+
+
+class DocumentVersionsApi(APIView):
+    def post(self, request: Request, document_id: str) -> Response:
+        from knowledge.ingest.services import document_for_write, document_version_add
+
+        p = principal_of(request)
+        document = document_for_write(principal=p, document_id=document_id)
+        data = DocumentInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        version = document_version_add(principal=p, document=document,
+                                       content=data.validated_data["content"],
+                                       media_type=data.validated_data["media_type"])
+        return Response(_version_out(version), status=201)
+
+
+class DocumentDetailApi(APIView):
+    def get(self, request: Request, document_id: str) -> Response:
+        from knowledge.ingest.services import document_for_write
+
+        document = document_for_write(principal=principal_of(request), document_id=document_id)
+        versions = [_version_out(v) for v in document.versions.order_by("number")]
+        return Response({"id": document.id, "title": document.title,
+                         "scope": document.scope.path, "versions": versions})
+
+    def delete(self, request: Request, document_id: str) -> Response:
+        from knowledge.ingest.services import document_delete, document_for_write
+
+        p = principal_of(request)
+        document = document_for_write(principal=p, document_id=document_id)
+        retracted = document_delete(principal=p, document=document)
+        return Response({"id": document.id, "deleted": True, "retracted_knowledge": retracted})

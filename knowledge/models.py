@@ -389,3 +389,19 @@ class AuditEntry(AccountOwned):
             models.UniqueConstraint(fields=["account", "seq"], name="audit_unique_seq"),
         ]
         ordering = ["seq"]
+
+
+class DocumentChunk(AccountOwned):
+    """A rebuildable slice of a document version's text (paragraph-sized)."""
+
+    version = models.ForeignKey(DocumentVersion, on_delete=models.CASCADE, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    text = models.TextField()
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+
+    class Meta:
+        db_table = "memhouse_document_chunk"
+        constraints = [
+            models.UniqueConstraint(fields=["version", "ordinal"], name="chunk_unique_ordinal"),
+        ]

@@ -5,4 +5,12 @@ from knowledge import api as knowledge_api
 urlpatterns = [
     path("auth/token", knowledge_api.AuthTokenApi.as_view(), name="auth-token"),
     path("me", knowledge_api.WhoAmIApi.as_view(), name="me"),
+    path("scopes", knowledge_api.ScopesApi.as_view(), name="scopes"),
+    path("peers", knowledge_api.PeersApi.as_view(), name="peers"),
+    path("messages", knowledge_api.MessagesIngestApi.as_view(), name="messages"),
+    path("documents", knowledge_api.DocumentsApi.as_view(), name="documents"),
+    path("documents/<uuid:document_id>", knowledge_api.DocumentDetailApi.as_view(),
+         name="document"),
+    path("documents/<uuid:document_id>/versions", knowledge_api.DocumentVersionsApi.as_view(),
+         name="document-versions"),
 ]

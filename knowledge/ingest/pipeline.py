@@ -1,0 +1,266 @@
+"""The extraction pipeline: message or document version -> proposed knowledge -> gates.
+
+Each unit of work has the read -> model -> write shape: one short transaction reads what
+the extractor needs, the extractor runs with no database connection held (a model call
+can take seconds), and one transaction writes the proposals and gate decisions. The
+write re-checks the source's `extracted_at` marker under a row lock, so a redelivered
+task is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from knowledge import lifecycle
+from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
+from knowledge.ingest.rule_extractor import RuleBasedExtractor
+from knowledge.lifecycle import transition
+from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Peer
+from memhouse.tenancy import account_context
+
+log = logging.getLogger(__name__)
+PIPELINE = "system:pipeline"
+
+
+def get_extractor() -> Extractor:
+    """The configured extractor: the LLM one when a provider is set (MEMHOUSE_EXTRACTOR
+    auto|llm), otherwise the model-free rule-based one."""
+    choice = getattr(settings, "MEMHOUSE_EXTRACTOR", "auto")
+    if choice in {"auto", "llm"}:
+        from memhouse.llm import get_provider
+
+        provider = get_provider()
+        if provider is not None:
+            from knowledge.ingest.llm_extractor import LLMExtractor
+
+            return LLMExtractor(provider)
+    return RuleBasedExtractor()
+
+
+def known_peer_names(account_id: uuid.UUID) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for key, display, aliases in Peer.objects.filter(account_id=account_id).values_list(
+            "key", "display_name", "aliases"):
+        for name in [display, *(aliases or [])]:
+            if name:
+                names[name.lower()] = key
+    return names
+
+
+def _release_connection() -> None:
+    # No connection is held across a model call; the next query reconnects.
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _extract(extractor: Extractor, observed: ObservedMessage) -> tuple[list[ExtractedClaim], str]:
+    try:
+        return extractor.extract(observed), f"{extractor.name}/{extractor.version}"
+    except ExtractionError:
+        # A failing model degrades to the model-free extractor, recorded on each row.
+        log.warning("extractor %s failed; using the rule-based extractor", extractor.name)
+        fallback = RuleBasedExtractor()
+        return fallback.extract(observed), f"{fallback.name}/{fallback.version}"
+
+
+@dataclass
+class Outcome:
+    proposed: int = 0
+    kept: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.kept = self.kept or []
+
+
+def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: Any,
+                      peers: dict[str, Peer], proposer: Peer | None, extractor: str,
+                      source: dict[str, Any]) -> Knowledge | None:
+    from governance.gates import gate_a, gate_b
+    from knowledge.services import knowledge_propose
+
+    subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
+    if claim.subject_peer_key and subject is None:
+        return None  # the extractor named a peer that does not exist: never guess
+    item = knowledge_propose(
+        account_id=account_id, statement=claim.statement, scope=scope, subject_peer=subject,
+        actor=PIPELINE, kind=claim.kind,
+        level=Knowledge.Level.PEER if subject else Knowledge.Level.SCOPE,
+        confidence=claim.confidence, sensitivity=claim.sensitivity,
+        relevant_from=claim.relevant_from, relevant_until=claim.relevant_until,
+        proposed_by=proposer, extractor=extractor, sources=[source])
+    kept = gate_a(item)
+    if kept is None or kept.pk != item.pk:
+        return kept  # rejected as noise, or merged into an existing statement
+    return gate_b(item, self_observation=claim.self_observation)
+
+
+def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
+                    embed: bool = True) -> Outcome:
+    """Extract, propose and gate one message. Idempotent under redelivery.
+
+    With embed=False the caller enqueues embedding for `Outcome.kept` itself (a batch
+    embeds in one call)."""
+    account_id = uuid.UUID(str(account_id))
+    # 1. read
+    with account_context(account_id):
+        msg = Message.objects.select_related("peer").filter(pk=message_id).first()
+        if msg is None or msg.extracted_at is not None:
+            return Outcome()
+        names = known_peer_names(account_id)
+        observed = ObservedMessage(
+            message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
+            speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names)
+    # 2. model (no connection held)
+    extractor = get_extractor()
+    if not isinstance(extractor, RuleBasedExtractor):
+        _release_connection()
+    claims, extractor_id = _extract(extractor, observed)
+    # 3. write
+    outcome = Outcome()
+    with account_context(account_id):
+        locked = Message.objects.select_for_update().filter(pk=message_id,
+                                                            extracted_at__isnull=True).first()
+        if locked is None:
+            return outcome  # another delivery got here first
+        peers = {p.key: p for p in Peer.objects.filter(account_id=account_id)}
+        for claim in claims:
+            start, end = claim.evidence_span
+            item = _propose_and_gate(
+                account_id=account_id, claim=claim, scope=locked.scope, peers=peers,
+                proposer=locked.peer, extractor=extractor_id,
+                source={"message": locked, "excerpt": locked.text[start:end][:500]})
+            outcome.proposed += 1
+            if item is not None and item.state in _EMBEDDABLE:
+                outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
+        Message.objects.filter(pk=locked.pk).update(extracted_at=timezone.now())
+        if embed:
+            enqueue_embedding(account_id, outcome.kept or [])
+    return outcome
+
+
+_EMBEDDABLE = {lifecycle.ACTIVE, lifecycle.PROVISIONAL, lifecycle.HELD}
+
+
+def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> None:
+    if not knowledge_ids:
+        return
+    from retrieval.tasks import embed_knowledge as embed_knowledge_task
+
+    ids = list(dict.fromkeys(knowledge_ids))
+    transaction.on_commit(lambda: embed_knowledge_task.delay(str(account_id), ids), robust=True)
+
+
+# --- Documents -------------------------------------------------------------------------
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def document_claims(version_text: str, *, names: dict[str, str], occurred_at: Any
+                    ) -> list[tuple[ExtractedClaim, str]]:
+    """Declarative sentences of a document as claims about the scope, or about a known
+    peer when the sentence starts with that peer's name. Returns (claim, excerpt)."""
+    from knowledge.ingest.rule_extractor import classify_sensitivity, strip_relative_dates
+
+    out: list[tuple[ExtractedClaim, str]] = []
+    for match in _SENTENCE.finditer(version_text):
+        raw = match.group(0).strip()
+        if not raw or raw.endswith("?") or len(raw.split()) < 3 or raw.startswith("#"):
+            continue
+        first = raw.split()[0].strip(",:;").lower()
+        subject = names.get(first)
+        statement = strip_relative_dates(raw, occurred_at).strip()
+        if not statement:
+            continue
+        if not statement.endswith((".", "!")):
+            statement += "."
+        claim = ExtractedClaim(
+            statement=statement, subject_peer_key=subject, kind="fact", confidence=0.7,
+            sensitivity=classify_sensitivity(raw), relevant_from=None, relevant_until=None,
+            self_observation=False, source_message_id="",
+            evidence_span=(match.start(), match.end()))
+        out.append((claim, raw))
+    return out
+
+
+def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid.UUID
+                             ) -> Outcome:
+    """Propose statements for a new version; supersede those it no longer supports."""
+    from governance.gates import normalised
+
+    account_id = uuid.UUID(str(account_id))
+    with account_context(account_id):
+        version = DocumentVersion.objects.select_related("document__scope").filter(
+            pk=version_id, tombstoned_at__isnull=True).first()
+        if version is None:
+            return Outcome()
+        names = known_peer_names(account_id)
+        text, created = version.text, version.created_at
+    claims = document_claims(text, names=names, occurred_at=created)
+    outcome = Outcome()
+    with account_context(account_id):
+        version = DocumentVersion.objects.select_for_update().select_related(
+            "document__scope").get(pk=version_id)
+        if KnowledgeSource.objects.filter(document_version=version).exists():
+            return outcome  # already processed (redelivery)
+        document = version.document
+        previous = (Knowledge.objects.filter(
+            account_id=account_id, sources__document_version__document=document,
+            state__in=sorted(lifecycle.CURRENT)).exclude(sources__document_version=version)
+            .distinct())
+        by_text = {normalised(k.statement): k for k in previous}
+        peers = {p.key: p for p in Peer.objects.filter(account_id=account_id)}
+        supported: set[uuid.UUID] = set()
+        for claim, excerpt in claims:
+            existing = by_text.get(normalised(claim.statement))
+            if existing is not None:
+                KnowledgeSource.objects.get_or_create(
+                    account_id=account_id, knowledge=existing, document_version=version,
+                    defaults={"excerpt": excerpt[:500]})
+                supported.add(existing.pk)
+                continue
+            item = _propose_and_gate(
+                account_id=account_id, claim=claim, scope=document.scope, peers=peers,
+                proposer=document.peer, extractor="document/sentences-v1",
+                source={"document_version": version, "excerpt": excerpt[:500]})
+            outcome.proposed += 1
+            if item is not None:
+                supported.add(item.pk)
+                if item.state in _EMBEDDABLE:
+                    outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
+        for old in previous:
+            if old.pk not in supported and lifecycle.SUPERSEDED in lifecycle.EDGES[old.state]:
+                transition(old, lifecycle.SUPERSEDED, actor="system:document-sync",
+                           reason="f4_document_revision",
+                           evidence={"document_version": version.number})
+        enqueue_embedding(account_id, outcome.kept or [])
+    return outcome
+
+
+def retract_unsupported(*, account_id: uuid.UUID, reason: str, actor: str,
+                        version_ids: list[Any] | None = None,
+                        message_ids: list[Any] | None = None) -> int:
+    """Retract knowledge whose last live source was among the removed ones."""
+    touched = Knowledge.objects.filter(account_id=account_id).filter(
+        Q(sources__document_version_id__in=version_ids or [])
+        | Q(sources__message_id__in=message_ids or [])).distinct()
+    retracted = 0
+    for item in touched:
+        live = KnowledgeSource.objects.filter(knowledge=item).filter(
+            Q(message__isnull=False) & ~Q(message_id__in=message_ids or [])
+            | Q(document_version__tombstoned_at__isnull=True, document_version__isnull=False)
+            & ~Q(document_version_id__in=version_ids or []))
+        if live.exists() or item.state == lifecycle.RETRACTED:
+            continue
+        transition(item, lifecycle.RETRACTED, actor=actor, reason=reason,
+                   verification=Knowledge.Verification.SOURCE_REMOVED)
+        retracted += 1
+    return retracted

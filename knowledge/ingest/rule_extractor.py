@@ -1,0 +1,1804 @@
+"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v1``).
+
+The extractor is deterministic, uses only ``re`` and ``str``, and handles several thousand
+turns per second. Per turn it:
+
+1. **Splits** the text into sentences, and each sentence into atomic clauses at a
+   coordinating conjunction (and, but, so, or, yet), a semicolon or a spaced dash, but only
+   when the left side has a verb and the right side starts with its own subject and verb
+   ("I like X and I hate Y" gives two claims, "I like tea and cake" stays one).
+2. **Drops non-claims**: questions (a ``?`` or an auxiliary-first/wh-word opening),
+   greetings, thanks and filler ("Hey Mel!", "Thanks!", "lol", "Wow, that's great!"),
+   imperatives, conditionals ("If I win..."), clauses whose subject is an unresolved
+   pronoun (he, she, they, it, this, that, there...), clauses about "you" unless the
+   listener is named in the sentence (vocative "Mel, you..." or "Thanks, Mel! You..."), and
+   clauses with fewer than two content words besides the subject (one is enough after a
+   copula: "I'm vegan"). Evaluative and emotional fluff ("great", "so excited") is not
+   content.
+3. **Resolves the subject**. First person is the speaker (``self_observation=True``) and is
+   rewritten in the third person with the speaker's name: ``I`` -> name, ``my``/``mine`` ->
+   "Name's", ``me`` -> name, ``myself`` -> "themself" once the name has appeared (else the
+   name), ``I'm`` -> "Name is", ``I've`` -> "Name has", ``I'd`` -> "Name would" (or "had"
+   before a participle), ``I'll`` -> "Name will", and the verb after the subject is
+   conjugated (am->is, have->has, do->does, go->goes, study->studies; past tense and modals
+   unchanged; adverbs such as really/just/also/never/always are skipped). An elided subject
+   ("Gonna continue my edu", "Just got new shoes", "Love that painting!") is the speaker.
+   ``we``/``our``/``us`` are the speaker with lower confidence ("Name and others",
+   "Name's"). A clause whose grammatical subject is a known peer (a name or alias in
+   ``known_peers``, capitalised in the text) is about that peer. A clause whose subject is
+   some other noun phrase but that mentions the speaker ("The group made me feel
+   accepted") is about the speaker. Nothing else is extracted: **this extractor never emits
+   scope claims** (``subject_peer_key=None``) because without a parser it cannot tell a
+   fact about the scope from small talk or from a claim about an unknown third party.
+4. **Classifies kind** by durable meaning, in this order: relation predicates (married,
+   engaged, dating, divorced, works with) -> preference (like, love, enjoy, hate, prefer,
+   favorite, fan of, into, keen on) -> skill (can + skill verb, know how to, good at,
+   learned to, skilled, fluent) -> event (a past action: irregular or -ed past, "was
+   <verb>ing", present perfect, "had <noun>"; or a future plan that has a date) ->
+   relation nouns (my sister, our kids, have two kids) -> fact. Stative pasts (felt,
+   thought, knew, wanted) are facts. A date never changes the kind, except that it is what
+   turns a future plan into an event.
+5. **Valid time**. Relative expressions are resolved against ``occurred_at`` in its own
+   time zone into half-open windows ``[relevant_from, relevant_until)`` and removed from
+   the statement: yesterday, today, tonight (18:00-06:00), this morning (06:00-12:00),
+   this afternoon, this evening, last night, tomorrow, last/this/next
+   week (ISO weeks, Monday first), weekend (Saturday-Monday of that ISO week), month, year
+   and season (meteorological, northern hemisphere), last/this past Monday..Sunday (the
+   latest one strictly before the message day), N days/weeks/months/years ago (that
+   day/ISO week/calendar month/calendar year), "a few" = 2-4 units ago, "in N days/weeks"
+   (future), the past week/month/year (trailing window up to the end of the message day),
+   over the weekend. Vague expressions (recently, lately, the other day, a while ago) are
+   removed and give no window. ``since X``/``from X`` keep only the start, ``until X``/
+   ``by X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May 2022", "May 3rd",
+   "2022-05-03", "early June") are resolved the same way; a month or day without a year is
+   the latest one not after the message, or the next one not before it when the clause
+   speaks about the future.
+
+   **Frame or claim rule**: a date is *part of the claim* when it directly follows a
+   copula ("is/was/'s [on|in] DATE": "My birthday is on 3 May") or follows within three
+   words a date predicate (born, birthday, died, passed away, anniversary, founded,
+   established, deadline, due, expires, dated). Such a date stays in the statement and
+   sets no valid time (the claim is true independently of it; a relative one is rewritten
+   as an absolute date, "My birthday is tomorrow" -> "Name's birthday is on 9 May 2023").
+   Every other date is an observation frame: it becomes valid time and leaves the text.
+   ``occurred_at`` alone never becomes valid time.
+6. **Sensitivity**: ``restricted`` for secrets and identifiers (passwords, PINs, social
+   security / passport / card / bank account / routing numbers, API or private keys,
+   number patterns shaped like an SSN or a card), ``personal`` for special categories
+   (health, diagnosis, therapy, medication; sexual orientation and gender identity;
+   religion; politics; finances, debt, salary; criminal record), else ``internal``. Never
+   ``public``: publication is a governance decision, not an extraction result.
+7. **Confidence**: speaker as explicit subject 0.8; elided subject or speaker only
+   mentioned 0.7; we/our 0.6; a known peer (third person) 0.6; a hedge (I think, I guess,
+   maybe, probably, perhaps, might, not sure) subtracts 0.3, so a hedged self-observation
+   is 0.5. Hedge words are removed from the statement.
+8. **Evidence span**: offsets of the clause in the original text, without leading
+   greetings/interjections and trailing punctuation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, tzinfo
+from functools import lru_cache
+
+from knowledge.ingest.extraction import ExtractedClaim, ObservedMessage, validate_claim
+
+__all__ = [
+    "RELATIVE_DATE_EXPRESSIONS",
+    "RuleBasedExtractor",
+    "classify_sensitivity",
+    "resolve_relative_date",
+    "strip_relative_dates",
+]
+
+# ============================================================================================
+# Valid time
+# ============================================================================================
+
+
+@dataclass(frozen=True)
+class _Window:
+    start: datetime | None
+    end: datetime | None
+    unit: str  # day | part | week | weekend | month | year | season | span | none
+
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}
+_MONTHS = {
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8,
+    "sep": 9, "oct": 10, "nov": 11, "dec": 12,
+}
+
+_NUM = (
+    r"(?:a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an|a|one|two|three|four|"
+    r"five|six|seven|eight|nine|ten|eleven|twelve|\d{1,3})"
+)
+_UNIT = r"(?:day|week|month|year)s?"
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_SEASON = r"(?:spring|summer|fall|autumn|winter)"
+
+_REL_BODY = rf"""
+(?:(?P<prefix>since|until|till|through|from)\s+)?
+(?:
+  (?P<fixed>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|tonight
+     |tomorrow|this\s+(?:morning|afternoon|evening)|last\s+night|(?:earlier|later)\s+today
+     |over\s+the\s+weekend)
+ |(?:(?:earlier|later)\s+)?(?P<rel>last|this\s+past|the\s+past|this|next)\s+
+     (?P<relunit>weekend|week|month|year|{_SEASON}|{_WEEKDAY})
+ |(?P<agonum>{_NUM})\s+(?P<agounit>{_UNIT})\s+(?:ago|back|earlier)
+ |in\s+(?P<innum>{_NUM})\s+(?P<inunit>{_UNIT})(?:'?\s*time)?
+ |(?P<vague>recently|lately|the\s+other\s+day|a\s+while\s+(?:ago|back)|some\s+time\s+ago
+     |not\s+(?:too\s+|that\s+)?long\s+ago)
+)
+"""
+_REL = re.compile(rf"\b{_REL_BODY}\b(?!')", re.I | re.X)
+_REL_FULL = re.compile(rf"\s*{_REL_BODY}\s*", re.I | re.X)
+
+_MONTH_TOKEN = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
+)
+_ABS = re.compile(
+    rf"""
+(?:\b(?P<aprefix>[Ii]n|[Oo]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Dd]uring|[Bb]y|[Ff]rom|[Bb]ack\s+in
+    |[Aa]round|[Oo]f)\s+)?(?:the\s+)?
+(?:
+  (?P<isoy>\d{{4}})-(?P<isom>\d{{2}})-(?P<isod>\d{{2}})
+ |(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH_TOKEN})(?:,?\s+(?P<y1>(?:19|20)\d{{2}}))?
+ |(?P<m2>{_MONTH_TOKEN})\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?![\d:])(?:,?\s+(?P<y2>(?:19|20)\d{{2}}))?
+ |(?:(?P<mod>early|late|mid-?)\s*)?(?P<m3>{_MONTH_TOKEN})(?:\s+(?:of\s+)?(?P<y3>(?:19|20)\d{{2}}))?
+ |(?:(?P<mody>early|late|mid-?)\s*)?(?P<y4>(?:19|20)\d{{2}})
+)\b(?!')
+""",
+    re.X,
+)
+_ABS_PREFIX_REQUIRED = {"in", "since", "until", "till", "during", "by", "from", "back in",
+                        "around", "of"}
+
+_CLAIM_DATE_CONTEXT = re.compile(
+    r"(?:\b(?:born|birthday|b-?day|died|passed\s+away|anniversary|founded|established|deadline"
+    r"|due|expires?|expired|expiry|dated)\b(?:\W+\w+){0,3}\W*"
+    r"|\b(?:is|was|are|were|'s|be|been)\s*)$",
+    re.I,
+)
+_FUTURE = re.compile(
+    r"\b(?:will|'ll|shall|gonna|going\s+to|plan(?:s|ning|ned)?\s+(?:to|on)|hop(?:e|es|ing)\s+to"
+    r"|about\s+to|intend(?:s|ing)?\s+to|looking\s+forward|can'?t\s+wait|cannot\s+wait|upcoming"
+    r"|scheduled|next|tomorrow|soon)\b",
+    re.I,
+)
+
+_PROGRESSIVE = re.compile(r"'m\s+\w+ing\b|\bam\s+\w+ing\b|'re\s+\w+ing\b|\bis\s+\w+ing\b")
+
+
+def _at(d: date, tz: tzinfo | None, hour: int = 0) -> datetime:
+    return datetime(d.year, d.month, d.day, hour, tzinfo=tz)
+
+
+def _shift_month(year: int, month: int, n: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + n
+    return index // 12, index % 12 + 1
+
+
+def _month_window(year: int, month: int, tz: tzinfo | None, months: int = 1) -> _Window:
+    ny, nm = _shift_month(year, month, months)
+    return _Window(datetime(year, month, 1, tzinfo=tz), datetime(ny, nm, 1, tzinfo=tz), "month")
+
+
+def _year_window(year: int, tz: tzinfo | None, years: int = 1) -> _Window:
+    return _Window(datetime(year, 1, 1, tzinfo=tz), datetime(year + years, 1, 1, tzinfo=tz),
+                   "year")
+
+
+def _day_window(d: date, tz: tzinfo | None, days: int = 1) -> _Window:
+    return _Window(_at(d, tz), _at(d + timedelta(days=days), tz), "day" if days == 1 else "span")
+
+
+def _week_window(monday: date, tz: tzinfo | None, weeks: int = 1) -> _Window:
+    return _Window(_at(monday, tz), _at(monday + timedelta(weeks=weeks), tz),
+                   "week" if weeks == 1 else "span")
+
+
+def _weekend_window(monday: date, tz: tzinfo | None) -> _Window:
+    return _Window(_at(monday + timedelta(days=5), tz), _at(monday + timedelta(days=7), tz),
+                   "weekend")
+
+
+def _season_window(season: str, start_year: int, tz: tzinfo | None) -> _Window:
+    month = _SEASON_START[season]
+    ey, em = _shift_month(start_year, month, 3)
+    return _Window(datetime(start_year, month, 1, tzinfo=tz), datetime(ey, em, 1, tzinfo=tz),
+                   "season")
+
+
+def _count(word: str) -> int | None:
+    """A number word; ``None`` means "a few/several"."""
+    word = " ".join(word.lower().split())
+    if word in ("a few", "few", "several"):
+        return None
+    if "couple" in word:
+        return 2
+    if word.isdigit():
+        return int(word)
+    return _NUMBER_WORDS[word]
+
+
+def _shift_unit(local: datetime, unit: str, n: int, span: int = 1) -> _Window:
+    """The calendar unit ``n`` units from the one containing ``local`` (negative = past)."""
+    tz = local.tzinfo
+    today = local.date()
+    unit = unit.lower().rstrip("s")
+    if unit == "day":
+        return _day_window(today + timedelta(days=n), tz, span)
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday())
+        return _week_window(monday + timedelta(weeks=n), tz, span)
+    if unit == "month":
+        y, m = _shift_month(today.year, today.month, n)
+        window = _month_window(y, m, tz, span)
+        return window if span == 1 else _Window(window.start, window.end, "span")
+    window = _year_window(today.year + n, tz, span)
+    return window if span == 1 else _Window(window.start, window.end, "span")
+
+
+def _relative_window(match: re.Match[str], local: datetime) -> _Window:
+    tz = local.tzinfo
+    today = local.date()
+    monday = today - timedelta(days=today.weekday())
+    fixed = match.group("fixed")
+    if fixed:
+        key = " ".join(fixed.lower().split())
+        if key in ("today", "earlier today", "later today"):
+            return _day_window(today, tz)
+        if key == "yesterday":
+            return _day_window(today - timedelta(days=1), tz)
+        if key == "the day before yesterday":
+            return _day_window(today - timedelta(days=2), tz)
+        if key == "tomorrow":
+            return _day_window(today + timedelta(days=1), tz)
+        if key == "the day after tomorrow":
+            return _day_window(today + timedelta(days=2), tz)
+        if key == "tonight":
+            return _Window(_at(today, tz, 18), _at(today + timedelta(days=1), tz, 6), "part")
+        if key == "last night":
+            return _Window(_at(today - timedelta(days=1), tz, 18), _at(today, tz, 6), "part")
+        if key == "this morning":
+            return _Window(_at(today, tz, 6), _at(today, tz, 12), "part")
+        if key == "this afternoon":
+            return _Window(_at(today, tz, 12), _at(today, tz, 18), "part")
+        if key == "this evening":
+            return _Window(_at(today, tz, 18), _at(today + timedelta(days=1), tz), "part")
+        # over the weekend: Monday-Wednesday look back, Thursday-Sunday mean this one
+        if today.weekday() <= 2:
+            return _weekend_window(monday - timedelta(weeks=1), tz)
+        return _weekend_window(monday, tz)
+
+    rel = match.group("rel")
+    if rel:
+        rel = " ".join(rel.lower().split())
+        unit = match.group("relunit").lower()
+        if unit in _WEEKDAYS:
+            wd = _WEEKDAYS.index(unit)
+            if rel == "next":
+                delta = (wd - today.weekday()) % 7 or 7
+                return _day_window(today + timedelta(days=delta), tz)
+            if rel == "this":
+                return _day_window(monday + timedelta(days=wd), tz)
+            delta = (today.weekday() - wd) % 7 or 7
+            return _day_window(today - timedelta(days=delta), tz)
+        if unit in _SEASON_START:
+            return _season(rel, unit, local)
+        if rel in ("the past", "this past"):
+            if unit == "weekend":
+                return _weekend_window(monday - timedelta(weeks=1), tz)
+            end = _at(today + timedelta(days=1), tz)
+            if unit == "week":
+                return _Window(_at(today - timedelta(days=7), tz), end, "span")
+            if unit == "month":
+                y, m = _shift_month(today.year, today.month, -1)
+                day = min(today.day, _days_in_month(y, m))
+                return _Window(_at(date(y, m, day), tz), end, "span")
+            day = min(today.day, _days_in_month(today.year - 1, today.month))
+            return _Window(_at(date(today.year - 1, today.month, day), tz), end, "span")
+        n = {"last": -1, "this": 0, "next": 1}[rel]
+        if unit == "weekend":
+            return _weekend_window(monday + timedelta(weeks=n), tz)
+        return _shift_unit(local, unit, n)
+
+    agonum = match.group("agonum")
+    if agonum:
+        n = _count(agonum)
+        unit = match.group("agounit")
+        if n is None:  # a few = 2..4 units ago
+            return _shift_unit(local, unit, -4, span=3)
+        return _shift_unit(local, unit, -n)
+
+    innum = match.group("innum")
+    if innum:
+        n = _count(innum)
+        unit = match.group("inunit")
+        if n is None:
+            return _shift_unit(local, unit, 2, span=3)
+        return _shift_unit(local, unit, n)
+
+    return _Window(None, None, "none")  # vague
+
+
+def _days_in_month(year: int, month: int) -> int:
+    ny, nm = _shift_month(year, month, 1)
+    return (date(ny, nm, 1) - date(year, month, 1)).days
+
+
+def _season(rel: str, season: str, local: datetime) -> _Window:
+    tz = local.tzinfo
+    year = local.year
+    if rel == "this":
+        if season == "winter" and local.month <= 2:
+            return _season_window(season, year - 1, tz)
+        return _season_window(season, year, tz)
+    if rel == "next":
+        y = year - 1
+        while _season_window(season, y, tz).start <= local:  # type: ignore[operator]
+            y += 1
+        return _season_window(season, y, tz)
+    y = year
+    while _season_window(season, y, tz).end > local:  # type: ignore[operator]
+        y -= 1
+    return _season_window(season, y, tz)
+
+
+def _apply_prefix(window: _Window, prefix: str | None) -> tuple[datetime | None, datetime | None]:
+    prefix = (prefix or "").lower()
+    if prefix in ("since", "from"):
+        return window.start, None
+    if prefix in ("until", "till", "through", "by"):
+        return None, window.end
+    return window.start, window.end
+
+
+def _local(occurred_at: datetime) -> datetime:
+    if occurred_at.tzinfo is None or occurred_at.utcoffset() is None:
+        raise ValueError("occurred_at must be timezone-aware")
+    return occurred_at
+
+
+def resolve_relative_date(
+    expression: str, occurred_at: datetime
+) -> tuple[datetime | None, datetime | None] | None:
+    """Resolve one relative date expression against the observation time.
+
+    Returns ``(relevant_from, relevant_until)`` (half-open, in ``occurred_at``'s time zone),
+    ``(None, None)`` for a recognised expression without a window ("recently"), or ``None``
+    when the expression is not recognised. Accepts every value of
+    :data:`RELATIVE_DATE_EXPRESSIONS` and the other surface forms the extractor knows,
+    optionally prefixed by since/from/until/till/through.
+    """
+    local = _local(occurred_at)
+    match = _REL_FULL.fullmatch(expression.replace("_", " "))
+    if match is None:
+        return None
+    return _apply_prefix(_relative_window(match, local), match.group("prefix"))
+
+
+def _closed_expressions() -> tuple[str, ...]:
+    values = [
+        "today", "tonight", "this morning", "this afternoon", "this evening", "yesterday",
+        "last night", "the day before yesterday", "tomorrow", "the day after tomorrow",
+        "this week", "last week", "next week", "this weekend", "last weekend", "next weekend",
+        "this month", "last month", "next month", "this year", "last year", "next year",
+        "the past week", "the past month", "the past year",
+    ]
+    values += [f"last {day}" for day in _WEEKDAYS]
+    values += [f"next {day}" for day in _WEEKDAYS]
+    values += [f"{rel} {season}" for rel in ("last", "this", "next")
+               for season in ("spring", "summer", "autumn", "winter")]
+    values += ["a few days ago", "a few weeks ago", "a few months ago", "a few years ago"]
+    values += ["a week ago", "a month ago", "a year ago"]
+    values += [f"{n} days ago" for n in range(2, 7)]
+    values += [f"{n} weeks ago" for n in range(2, 5)]
+    values += [f"{n} months ago" for n in range(2, 12)]
+    values += [f"{n} years ago" for n in range(2, 11)]
+    values += ["in a few days", "in a week", "in a few weeks", "in a month", "in a few months"]
+    values += [f"in {n} days" for n in range(2, 7)]
+    values += [f"in {n} weeks" for n in range(2, 5)]
+    values += ["recently"]
+    return tuple(values)
+
+
+#: The closed vocabulary of relative expressions offered to model-backed extractors.
+RELATIVE_DATE_EXPRESSIONS: tuple[str, ...] = _closed_expressions()
+
+
+@dataclass(frozen=True)
+class _DateHit:
+    start: int
+    end: int
+    window: _Window
+    prefix: str | None
+    part_of_claim: bool
+    replacement: str | None  # text replacing a relative date that is part of the claim
+
+
+def _format_window(window: _Window) -> str | None:
+    start = window.start
+    if start is None or window.end is None:
+        return None
+    if window.unit in ("day", "part"):
+        return f"on {start.day} {start:%B} {start.year}"
+    if window.unit == "week":
+        return f"in the week of {start.day} {start:%B} {start.year}"
+    if window.unit == "weekend":
+        return f"on the weekend of {start.day} {start:%B} {start.year}"
+    if window.unit == "month":
+        return f"in {start:%B} {start.year}"
+    if window.unit == "year":
+        return f"in {start.year}"
+    if window.unit == "season":
+        for name, month in _SEASON_START.items():
+            if month == start.month and name != "fall":
+                return f"in {name} {start.year}"
+    last = window.end - timedelta(days=1)
+    return f"between {start.day} {start:%B} {start.year} and {last.day} {last:%B} {last.year}"
+
+
+def _absolute_window(match: re.Match[str], local: datetime, future: bool) -> _Window | None:
+    tz = local.tzinfo
+    g = match.group
+    if g("isoy"):
+        try:
+            return _day_window(date(int(g("isoy")), int(g("isom")), int(g("isod"))), tz)
+        except ValueError:
+            return None
+    month_token = g("m1") or g("m2") or g("m3")
+    if month_token:
+        month = _MONTHS[month_token.lower().rstrip(".")[:3]]
+        year_text = g("y1") or g("y2") or g("y3")
+        day_text = g("d1") or g("d2")
+        if day_text:
+            day = int(day_text)
+            if year_text:
+                try:
+                    return _day_window(date(int(year_text), month, day), tz)
+                except ValueError:
+                    return None
+            return _infer_year_day(month, day, local, future)
+        if year_text:
+            window = _month_window(int(year_text), month, tz)
+        else:
+            window = _infer_year_month(month, local, future)
+        return _modify(window, g("mod"), "month")
+    year = int(g("y4"))
+    return _modify(_year_window(year, tz), g("mody"), "year")
+
+
+def _modify(window: _Window, modifier: str | None, unit: str) -> _Window:
+    if not modifier or window.start is None:
+        return window
+    modifier = modifier.lower().rstrip("-")
+    start = window.start
+    tz = start.tzinfo
+    if unit == "month":
+        last = _days_in_month(start.year, start.month)
+        bounds = {"early": (1, 11), "mid": (11, 21), "late": (21, last + 1)}[modifier]
+        first = date(start.year, start.month, bounds[0])
+        return _Window(_at(first, tz), _at(first + timedelta(days=bounds[1] - bounds[0]), tz),
+                       "span")
+    months = {"early": (1, 5), "mid": (5, 9), "late": (9, 13)}[modifier]
+    ey, em = _shift_month(start.year, months[1] - 1, 1)
+    return _Window(datetime(start.year, months[0], 1, tzinfo=tz), datetime(ey, em, 1, tzinfo=tz),
+                   "span")
+
+
+def _infer_year_month(month: int, local: datetime, future: bool) -> _Window:
+    year = local.year
+    if future:
+        if month < local.month:
+            year += 1
+    elif month > local.month:
+        year -= 1
+    return _month_window(year, month, local.tzinfo)
+
+
+def _infer_year_day(month: int, day: int, local: datetime, future: bool) -> _Window | None:
+    today = local.date()
+    for year in (today.year, today.year + 1) if future else (today.year, today.year - 1):
+        try:
+            candidate = date(year, month, day)
+        except ValueError:
+            continue
+        if (future and candidate >= today) or (not future and candidate <= today):
+            return _day_window(candidate, local.tzinfo)
+    return None
+
+
+_ABS_HINT = re.compile(r"\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)")
+
+
+def _find_dates(text: str, local: datetime) -> list[_DateHit]:
+    hits: list[_DateHit] = []
+    taken: list[tuple[int, int]] = []
+    for match in _REL.finditer(text):
+        window = _relative_window(match, local)
+        claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
+        replacement = None
+        if claim:
+            replacement = _format_window(window)
+            if replacement is None:  # a vague date as part of a claim: leave it alone
+                continue
+        hits.append(_DateHit(match.start(), match.end(), window, match.group("prefix"), claim,
+                             replacement))
+        taken.append((match.start(), match.end()))
+    absolute = _ABS.finditer(text) if _ABS_HINT.search(text) else ()
+    future = bool(absolute) and (
+        _FUTURE.search(text) is not None or _PROGRESSIVE.search(text) is not None
+    )
+    for match in absolute:
+        if any(match.start() < e and s < match.end() for s, e in taken):
+            continue
+        prefix = match.group("aprefix")
+        prefix_key = " ".join(prefix.lower().split()) if prefix else None
+        if (match.group("m3") and not match.group("y3")) or match.group("y4"):
+            modifier = match.group("mod") or match.group("mody")
+            if prefix_key not in _ABS_PREFIX_REQUIRED and not modifier:
+                continue
+        if prefix_key in ("since", "from"):
+            tense_future = False
+        elif prefix_key in ("until", "till", "by"):
+            tense_future = True
+        else:
+            tense_future = future
+        window = _absolute_window(match, local, tense_future)
+        if window is None:
+            continue
+        claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
+        hits.append(_DateHit(match.start(), match.end(), window, prefix_key, claim, None))
+    hits.sort(key=lambda hit: hit.start)
+    return hits
+
+
+def _choose_window(hits: Iterable[_DateHit]) -> tuple[datetime | None, datetime | None]:
+    frames = [hit for hit in hits if not hit.part_of_claim and hit.window.unit != "none"]
+    if not frames:
+        return None, None
+    bounded = [h for h in frames if h.window.start is not None and h.window.end is not None]
+    best = frames[0]
+    if len(bounded) > 1:
+        narrowest = min(bounded, key=lambda h: h.window.end - h.window.start)  # type: ignore
+        if all(
+            o.window.start <= narrowest.window.start  # type: ignore[operator]
+            and narrowest.window.end <= o.window.end  # type: ignore[operator]
+            for o in bounded
+        ):
+            best = narrowest
+    return _apply_prefix(best.window, best.prefix)
+
+
+def _remove_dates(text: str, hits: list[_DateHit]) -> str:
+    out: list[str] = []
+    cursor = 0
+    for hit in hits:
+        if hit.part_of_claim and hit.replacement is None:
+            continue
+        out.append(text[cursor:hit.start])
+        if hit.part_of_claim and hit.replacement is not None:
+            prefix = hit.prefix
+            out.append(f"{prefix} {hit.replacement}" if prefix else hit.replacement)
+        cursor = hit.end
+    out.append(text[cursor:])
+    return _tidy("".join(out))
+
+
+def strip_relative_dates(text: str, occurred_at: datetime) -> str:
+    """``text`` with relative observation-frame dates removed (as the extractor does)."""
+    local = _local(occurred_at)
+    hits = [
+        hit for hit in _find_dates(text, local)
+        if _REL.fullmatch(text[hit.start:hit.end]) is not None
+    ]
+    return _remove_dates(text, hits)
+
+
+# ============================================================================================
+# Lexicon
+# ============================================================================================
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_ADVERBS = _wordset(
+    """really just also never always usually still recently finally often sometimes actually
+    totally definitely absolutely truly honestly seriously literally basically already even
+    only now then ever rarely seldom generally mostly barely hardly simply kinda sorta so
+    personally certainly occasionally currently officially regularly constantly frequently
+    lately all both again sure def soon"""
+)
+_LY_NOT_ADVERB = frozenset({"rely", "apply", "reply", "fly", "supply", "multiply", "imply",
+                            "comply", "ally", "bully", "tally", "belly", "family", "july",
+                            "italy", "holly", "lily", "sally", "emily", "molly", "kelly",
+                            "jelly", "silly", "ugly", "only", "early", "daily", "weekly",
+                            "monthly", "friendly", "lovely", "lonely", "curly", "rally"})
+
+_IRREGULAR_PAST = _wordset(
+    """went got had saw took made met did ran gave came found bought built began wrote won lost
+    left felt thought told said heard sent spent brought caught taught ate drank drove flew
+    swam sang slept kept held paid sold threw wore chose broke fell forgot hid fed led rode knew
+    grew drew stood understood sat became shot fought sought meant dealt lent bent burnt
+    learnt dreamt stuck struck hung shook woke spoke stole froze tore swore bit was were
+    dug lit slid spun swung sprang sank shrank stank wept crept leapt knelt"""
+)
+_AMBIGUOUS_PAST = _wordset("read put cut hit set let hurt quit shut cost spread bet burst cast")
+_PARTICIPLES = _wordset(
+    """been seen done gone taken given eaten written driven known grown shown flown swum sung
+    begun broken chosen spoken stolen forgotten gotten hidden ridden risen fallen worn torn
+    sworn woken frozen drawn thrown blown become come run won met made had got found bought
+    brought thought taught caught felt left kept held told sold paid sent spent built lost
+    heard read put set cut hit let hurt quit shut understood stood sat slept led fed meant
+    dealt"""
+)
+_MODALS = _wordset(
+    """can could will would shall should may might must can't couldn't won't wouldn't
+    shouldn't mustn't cannot"""
+)
+_STATIVE = _wordset(
+    """felt thought knew wanted needed seemed liked loved hated hoped wished believed meant
+    realized realised understood remembered appreciated preferred missed wondered used
+    considered guessed imagined figured noticed"""
+)
+_VERB_BASES = _wordset(
+    """be have do go get make know think take see come want look use find give tell work call
+    try ask need feel become leave put mean keep let begin seem help talk turn start show hear
+    play run move like live believe hold bring happen write provide sit stand lose pay meet
+    include continue set learn change lead understand watch follow stop create speak read
+    allow add spend grow open walk win offer remember love consider appear buy wait serve die
+    send expect build stay fall cut reach kill remain suggest raise pass sell require report
+    decide pull enjoy hate prefer visit attend join finish plan hope study teach cook bake
+    paint draw sing dance swim hike travel drive fly ride climb eat drink sleep wear wish miss
+    adopt volunteer practice practise train marry celebrate organize organise support share
+    post explore relax rest shop clean fix save struggle manage handle apply earn graduate
+    retire quit own rent research check pick choose fight focus admire appreciate care cry
+    laugh smile worry agree disagree recommend mentor coach lift exercise jog bike camp fish
+    garden knit sew blog record film collect feed adore dislike hire found launch design
+    develop sign compete perform listen binge stream skate ski surf code program fail pass
+    prepare practice treasure cherish value miss date host invite throw lead connect inspire
+    motivate encourage feel thank volunteer donate raise foster rescue sponsor teach tutor
+    mentor journal meditate pray vote protest campaign rally attend enroll enrol major minor
+    own drive commute"""
+)
+_BE_FORMS = frozenset({"am", "is", "are", "was", "were", "'s", "'re", "'m", "be", "been"})
+_FINITE = (
+    _BE_FORMS
+    | _MODALS
+    | _IRREGULAR_PAST
+    | {"has", "have", "had", "'ve", "'d", "'ll", "do", "does", "did", "don't", "doesn't",
+       "didn't", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "hadn't"}
+)
+
+_STOPWORDS = _wordset(
+    """a an the and or but so yet nor of to in on at by for with from about as into onto over
+    under up down out off than then that this these those there here it its it's i me my mine
+    myself we us our ours ourselves you your yours yourself he him his she her hers they them
+    their theirs what which who whom whose when where why how all any both each few more most
+    other some such no not only own same too very can will just don't should now is am are was
+    were be been being have has had having do does did doing would could might must shall may
+    'm 're 've 'll 'd 's n't really also still even ever much many lot
+    lots bit thing things stuff something anything everything nothing way ways kind sort
+    well oh yeah yes ok okay sure maybe pretty quite rather super totally definitely
+    absolutely always never usually sometimes often one ones time times day days again back
+    gonna wanna going let lets wait though tho lol haha together here agree agreed"""
+)
+_FLUFF = _wordset(
+    """great awesome amazing cool nice good fantastic wonderful lovely sweet incredible
+    awesome fun exciting excited happy glad thankful grateful stoked pumped thrilled proud
+    sorry sad bummed inspiring inspired powerful special beautiful gorgeous cute adorable
+    hilarious funny crazy wild insane tough hard rough bad terrible awful fine best better
+    worse worst huge big little whole real true sure important vital key true tho enjoyable
+    helpful meaningful rewarding satisfying blessed lucky wow"""
+)
+
+_RELATION_NOUNS = (
+    r"(?:husband|wife|spouse|partner|boyfriend|girlfriend|fianc[eé]e?|ex|son|sons|daughter"
+    r"|daughters|kids?|children|child|baby|babies|mom|mum|mother|dad|father|parents?|sisters?"
+    r"|brothers?|siblings?|cousins?|aunt|aunts|uncle|uncles|niece|nieces|nephew|nephews"
+    r"|grand(?:ma|pa|mother|father|parents?|kids?|sons?|daughters?|children)|in-laws?"
+    r"|(?:mother|father|sister|brother|son|daughter)-in-law|family|friends?|bff|bestie"
+    r"|colleagues?|coworkers?|co-workers?|boss|manager|mentor|mentee|roommates?|flatmates?"
+    r"|neighbou?rs?|classmates?|teammates?|stepmom|stepdad|stepson|stepdaughter|twin)"
+)
+_RELATION_PREDICATE = re.compile(
+    r"\b(?:married|engaged|dating|divorced|separated|widowed|broke\s+up|broken\s+up|split\s+up"
+    r"|works?\s+with|worked\s+with|working\s+with|related\s+to|in\s+a\s+relationship"
+    r"|moved\s+in\s+with|proposed\s+to)\b"
+)
+_RELATION_NOUN_USE = re.compile(
+    rf"(?:\b(?:my|our|[a-z]+\s+'s)\s+(?:[a-z'-]+\s+)?{_RELATION_NOUNS}\b"
+    rf"|\b(?:have|has|had|got)\s+(?:a|an|no|two|three|four|five|six|\d+)\s+(?:[a-z'-]+\s+)?"
+    rf"{_RELATION_NOUNS}\b)"
+)
+_PREFERENCE_VERBS = _wordset(
+    """like likes liked love loves loved loving enjoy enjoys enjoyed enjoying hate hates hated
+    prefer prefers preferred adore adores adored dislike dislikes disliked recommend
+    recommends recommended"""
+)
+_PREFERENCE_BLOCK_BEFORE = _wordset(
+    """look looks looked looking feel feels felt feeling seem seems seemed sound sounds
+    sounded be is was are were 's 're am 'm been something anything nothing more much act acts
+    acted exactly kind sort stuff me him her us them you it this that my your our their the a
+    an of with and or for to in on at from giving give gave got just would 'd"""
+)
+_PREFERENCE_PHRASE = re.compile(
+    r"(?:\b(?:am|is|are|was|were|really|so|totally|been)|'m|'re|'s)\s+into\b"
+    r"|\b(?:favou?rites?|fan\s+of|big\s+fan"
+    r"|keen\s+on|passionate\s+about|obsessed\s+with|crazy\s+about|can\s+not\s+stand"
+    r"|can't\s+stand|fond\s+of|can\s+not\s+get\s+enough|can't\s+get\s+enough)\b"
+)
+_SKILL = re.compile(
+    r"\b(?:can|could)\s+(?:(?:really|also|actually|now|even|still|totally)\s+)?(?:speak|play|cook"
+    r"|bake|swim|code|program|drive|dance|sing|paint|draw|write|knit|sew|ski|snowboard|surf"
+    r"|skate|fix|repair|build|run|ride|climb|design|edit|translate|juggle|type|read)\b"
+    r"|\bknows?\s+how\s+to\b|\bknew\s+how\s+to\b"
+    r"|\b(?:good|great|skilled|talented|proficient|experienced|decent|excellent|expert|pro)\s+"
+    r"(?:at|in)\b"
+    r"|\b(?:skilled|fluent|proficient|certified|qualified|licensed)\b"
+    r"|\blearn(?:ed|t)\s+(?:how\s+)?to\b|\btaught\s+(?:myself|himself|herself|themselves)\b"
+    r"|\bspeaks?\s+(?:fluent\s+)?(?:english|spanish|french|german|italian|portuguese|chinese"
+    r"|mandarin|cantonese|japanese|korean|arabic|russian|hindi|dutch|swedish|polish|turkish"
+    r"|greek|hebrew)\b"
+)
+
+_RESTRICTED_I = re.compile(
+    r"\b(?:pass(?:word|code|phrase)s?|pin\s+(?:code|number)|my\s+pin|social\s+security"
+    r"|passport\s+(?:number|no\b|#)|(?:credit|debit)\s+card\s+(?:number|no\b|details|#)"
+    r"|card\s+number|cvv|cvc|security\s+code|(?:bank\s+)?account\s+(?:number|no\b|#)"
+    r"|routing\s+number|sort\s+code|iban|swift\s+code|api\s+(?:key|token)|secret\s+key"
+    r"|private\s+key|access\s+token|auth\s+token|(?:driver'?s\s+)?licen[cs]e\s+number"
+    r"|tax\s+id|national\s+(?:insurance|id)\s+number|(?:a|my|our|the|big)\s+secret"
+    r"|don't\s+tell\s+anyone)\b",
+    re.I,
+)
+_RESTRICTED_CASED = re.compile(r"\bPIN\b|\bSSN\b|\b\d{3}-\d{2}-\d{4}\b|\b(?:\d[ -]?){12,18}\d\b")
+_PERSONAL = re.compile(
+    r"\b(?:diagnos\w*|therap(?:y|ist|ists|ies)|medicat\w*|meds|prescri(?:bed|ption)\w*"
+    r"|depress\w*|anxiety|panic\s+attacks?|adhd|autis\w*|bipolar|ptsd|ocd|cancer|chemo\w*"
+    r"|tumou?rs?|diabet\w*|asthma|surgery|surgeries|hospitali[sz]\w*|hospital|illness|disease"
+    r"|disorder|disabilit\w*|disabled|pregnan\w*|miscarriage|infertil\w*|ivf|rehab|sobriety"
+    r"|sober|addict\w*|alcoholi\w*|overdose|hiv|psychiatr\w*|my\s+mental\s+health"
+    r"|mental\s+illness|eating\s+disorder|anorexi\w*|bulimi\w*|insulin|chronic\s+pain"
+    r"|migraines?|injur\w*|concussion|gay|lesbian|bisexual|queer|lgbt\w*|transgender|trans"
+    r"|transition(?:ing|ed)?|non-?binary|genderqueer|genderfluid|asexual|pansexual"
+    r"|coming\s+out|came\s+out\s+(?:as|to)|come\s+out\s+(?:as|to)|sexual\s+orientation"
+    r"|sexuality|gender\s+identity|pronouns|pride\s+(?:parade|march|month|event|festival|flag)|religio\w*|church\w*|mosque|synagogue|christian\w*"
+    r"|catholic\w*|protestant|muslim|islam\w*|jewish|judaism|hindu\w*|buddhis\w*|sikh\w*"
+    r"|atheis\w*|agnostic|pray\w*|bible|quran|koran|torah|my\s+faith|spiritual\w*|baptiz\w*"
+    r"|baptis\w*|ramadan|passover|politic\w*|democrat\w*|republican\w*|left-wing|right-wing"
+    r"|voted?\s+for|voting\s+for|election\w*|ballot|activis\w*|(?:labou?r|green|conservative"
+    r"|liberal)\s+party|union\s+member\w*|debts?|in\s+debt|loans?|mortgage|salary|salaries"
+    r"|income|paycheck|wages?|bankrupt\w*|savings|credit\s+score|net\s+worth|owe[sd]?"
+    r"|taxes|tax\s+return|laid\s+off|unemploy\w*|fired(?!\s+up)|inheritance|alimony"
+    r"|child\s+support|ethnicity|immigration\s+status|undocumented|criminal\s+record"
+    r"|arrested|convicted|prison|jail|probation)\b",
+    re.I,
+)
+
+
+def classify_sensitivity(text: str) -> str:
+    """``restricted``, ``personal`` or ``internal`` for a piece of text (never ``public``)."""
+    if _RESTRICTED_I.search(text) or _RESTRICTED_CASED.search(text):
+        return "restricted"
+    if _PERSONAL.search(text):
+        return "personal"
+    return "internal"
+
+
+# ============================================================================================
+# Text utilities
+# ============================================================================================
+
+_QUOTE_MAP = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"',
+                            "\u00a0": " ", "\u2032": "'"})
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
+_PIECE = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|\s+|.", re.S)
+
+
+_TIDY_STEPS = (
+    (re.compile(r"\s+"), " "),
+    (re.compile(r"\s+([,.;:!?])"), r"\1"),
+    (re.compile(r"([,;:])\1+"), r"\1"),
+    (re.compile(r",\s*,"), ","),
+    (re.compile(r"^[\s,;:.!?-]+"), ""),
+    (re.compile(r"[\s,;:-]+$"), ""),
+)
+
+
+def _tidy(text: str) -> str:
+    for pattern, replacement in _TIDY_STEPS:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]]*(?=\s|$)|\n+")
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "e.g",
+                            "i.e", "prof", "mt", "approx", "no", "fig"})
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        mark = match.group()
+        if mark == ".":
+            before = text[start:match.start()].rsplit(None, 1)
+            word = before[-1].lower() if before else ""
+            if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+                continue
+        spans.append((start, match.end()))
+        start = match.end()
+    if start < len(text):
+        spans.append((start, len(text)))
+    return [span for span in spans if text[span[0]:span[1]].strip()]
+
+
+_INTERJECTIONS = (
+    r"oh+|ooh+|ah+|aw+|wow+|whoa|woah|hey+|hi+|hello|yo|yay|yeah|yea|yep|yup|yes|no|nope|nah|ok"
+    r"|okay|well|hmm+|um+|uh+|omg|lol|haha\w*|hehe\w*|lmao|thanks|thank\s+you|thx|ty|congrats"
+    r"|congratulations|bye|goodbye|cheers|anyway|anyways|btw|by\s+the\s+way|on\s+(?:another"
+    r"|a\s+different|a\s+side|a\s+related|that|a\s+brighter|a\s+lighter)\s+note|speaking\s+of"
+    r"\s+which|also|plus|and|but|so|honestly|actually|seriously|basically|guess\s+what"
+    r"|believe\s+it\s+or\s+not|funny\s+enough|fun\s+fact|to\s+be\s+honest|tbh|in\s+fact"
+    r"|you\s+know\s+what|you\s+know|then|still|now|oh\s+yeah|oh\s+my\s+god|gosh|geez"
+)
+_PUNCT_INTERJECTIONS = (
+    r"great|awesome|cool|nice|sweet|sure|true|right|exactly|totally|absolutely|definitely"
+    r"|indeed|agreed|man|dude|bro|buddy|fair\s+enough|sure\s+thing|of\s+course|for\s+sure"
+    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|\w+ly"
+)
+_LEADING_MARKER = re.compile(
+    rf"^(?:(?:{_INTERJECTIONS})(?=[\s,!.:;-]|$)|(?:{_PUNCT_INTERJECTIONS})(?=\s*[,!.:;-]))"
+    rf"[\s,!.:;-]*",
+    re.I,
+)
+_TRAILING_FILLER = re.compile(
+    r"[\s,]*\b(?:too|as\s+well|though|tho|lol|haha\w*|hehe\w*|lmao|for\s+sure|btw"
+    r"|honestly|anyway|anyways|right|tbh)\s*$",
+    re.I,
+)
+_INLINE_FILLER = re.compile(r"\s*\b(?:lol|lmao|haha\w*|hehe\w*)\b|(?:^|,\s*)you\s+know(?:\s+what)?"
+                            r"\s*(?:,|$)", re.I)
+_WHICH_TAIL = re.compile(r",?\s*\bwhich\s+(?:is|was|'s|has\s+been|will\s+be)\b[^,]{0,60}$",
+                         re.I)
+_CASUAL = re.compile(
+    r"\b(?P<gonna>[Gg]onna)\b|\b(?P<wanna>[Ww]anna)\b|\b(?P<gotta>[Gg]otta)\b"
+    r"|\b(?P<kinda>[Kk]inda)\b|\b(?P<sorta>[Ss]orta)\b|(?P<cause>\b'cause\b|\bcuz\b)"
+    r"|\b(?P<im>Im|im(?=\s+[a-z]))\b|\b(?P<ive>[Ii]ve)\b|\b(?P<i>i)\b"
+    r"|\b(?P<nt>(?:[Dd]o|[Dd]oes|[Dd]id|[Ii]s|[Aa]re|[Ww]as|[Ww]ere|[Hh]as|[Hh]ave|[Hh]ad"
+    r"|[Cc]ould|[Ww]ould|[Ss]hould|[Ww]o)nt|[Cc]ant)\b|\b(?P<u>u)\b|\b(?P<ur>ur)\b"
+)
+_CASUAL_FIXED = {"gonna": "going to", "wanna": "want to", "gotta": "have to",
+                 "kinda": "kind of", "sorta": "sort of", "cause": "because", "im": "I'm",
+                 "ive": "I've", "i": "I", "u": "you", "ur": "your"}
+
+
+def _casual(match: re.Match[str]) -> str:
+    group = match.lastgroup or ""
+    if group == "nt":
+        word = match.group()
+        return word[:-1] + "'t" if word.lower() == "cant" else word[:-2] + "n't"
+    replacement = _CASUAL_FIXED[group]
+    first = match.group()[0]
+    if first.isupper() and replacement[0].islower():
+        return replacement[0].upper() + replacement[1:]
+    return replacement
+
+
+_HEDGE_REMOVE = re.compile(
+    r"\b[Ii]\s+(?:think|guess|believe|suppose|reckon|feel\s+like|assume|bet|hope)(?:\s+that)?,?\s+"
+    r"(?=(?:I|I'm|I've|I'd|I'll|we|he|she|it|it's|they|my|My|our|the|The|this|that|there"
+    r"|[A-Z][a-z]))"
+    r"|\b(?:I'm\s+)?pretty\s+sure(?:\s+that)?\s+(?=[A-Za-z])"
+    r"|\b(?:[Mm]aybe|[Pp]robably|[Pp]erhaps|[Pp]ossibly)\b,?\s*"
+)
+_HEDGE_DETECT = re.compile(r"\bmight\b|\bnot\s+(?:entirely\s+|totally\s+|really\s+)?sure\b"
+                           r"|\bmay\s+(?:be|have)\b|\bi\s+(?:think|guess|bet)\b", re.I)
+_WRAPPER = re.compile(
+    r"^(?:I\s+)?(?:just\s+)?(?:wanted|want|wanna)\s+to\s+(?:let\s+you\s+know|tell\s+you|share"
+    r"(?:\s+with\s+you)?|say|mention|update\s+you)\s*(?:that\s+|,\s*)?"
+    r"|^(?:I\s+)?(?:have|must|gotta|got\s+to|'ve\s+got\s+to|can)\s+(?:to\s+)?(?:say|tell\s+you|admit)"
+    r"\s*(?:that\s+|,\s*)?"
+    r"|^(?:guess\s+what|you\s+know\s+what|fun\s+fact|news\s+flash)\s*[,:!-]*\s*",
+    re.I,
+)
+_DROP_START = re.compile(r"^(?:if|unless|let's|lets|let\s+me|imagine|hope\s+you|in\s+case)\b",
+                         re.I)
+_DROP_ANY = re.compile(
+    r"\bwonder(?:ing)?\s+(?:if|whether)\b|\bcan\s+(?:just\s+|only\s+)?imagine\b"
+    r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b",
+    re.I,
+)
+_QUESTION_START = re.compile(
+    r"^(?:(?:what|how|why|where|who|which|whose|when)(?:'s|'re|'d)?\s+(?:is|are|was|were|do"
+    r"|does|did|have|has|can|could|would|will|should|about|kind|kinda|made|makes|happened)\b"
+    r"|(?:what|how|why|where|who)'s\b|(?:do|does|did|are|is|was|were|can|could|would|will"
+    r"|have|has|should|shall|may|might|ain't|isn't|aren't|don't|didn't|doesn't|won't|wouldn't"
+    r"|haven't)\s+(?:you|u|ya|i|we|they|he|she|it|there|your|that|this|anyone)\b)",
+    re.I,
+)
+_YOU = re.compile(r"\b(?:you|your|yours|yourself|yourselves|you're|you've|you'd|you'll|ya"
+                  r"|y'all|youre)\b", re.I)
+_FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
+_CLAUSE_SEPARATOR = re.compile(
+    r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*"
+    r"|(?P<comma>\s*,\s+)(?=(?:I|I'm|I've|I'd|I'll|[Ww]e|[Ww]e're|[Ww]e've|[Hh]e|[Ss]he|[Tt]hey"
+    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's)\s)"
+)
+_SUBORDINATOR = re.compile(
+    r"^\W*(?:when|while|because|since|although|though|after|before|as|once|until|if|unless"
+    r"|whenever|whether|even\s+if|even\s+though|so\s+that)\b",
+    re.I,
+)
+_LEADING_YOU_PHRASE = re.compile(
+    r"^(?!(?:when|while|because|since|although|though|after|before|as|once|until)\b)"
+    r"[^,]*\b(?:you|your|yours)\b[^,]*,\s*(?=(?:I|I'm|I've|I'd|I'll|we|my|My|our|Our)\b)",
+    re.I,
+)
+
+_I_FORMS = frozenset({"i", "i'm", "i've", "i'd", "i'll"})
+_WE_FORMS = frozenset({"we", "we're", "we've", "we'd", "we'll", "our", "ours", "us"})
+_UNRESOLVED = _wordset(
+    """he she they it this that these those there his her their its it's that's there's
+    he's she's they're they've they'll they'd he'll she'll he'd she'd it'll it'd everyone
+    everybody someone somebody nobody noone people who what which here here's nothing
+    everything something anyone anybody all both each some many most none such other others
+    one whoever whatever that'll this'll those'd"""
+)
+_IMPERATIVES = _wordset(
+    """take check keep look let have stay enjoy go come give tell try make get be remember
+    don't do thank congrats talk catch say send show sounds seems looks hope imagine stop
+    picture consider feel call text ask bring grab hang hold mind trust believe listen read
+    watch wish please dont good nice glad happy sorry welcome same"""
+)
+_ELLIPTICAL = {
+    "gonna": "I'm", "going": "I'm", "been": "I've", "got": "I", "just": "I", "went": "I",
+    "had": "I", "love": "I", "loved": "I", "loving": "I'm", "finally": "I", "started": "I",
+    "finished": "I", "working": "I'm", "heading": "I'm", "off": "I'm", "thinking": "I'm",
+    "hoping": "I'm", "planning": "I'm", "trying": "I'm", "feeling": "I'm", "spent": "I",
+    "bought": "I", "made": "I", "took": "I", "visited": "I", "tried": "I", "saw": "I",
+    "met": "I", "joined": "I", "learned": "I", "learnt": "I", "picked": "I", "adopted": "I",
+    "enjoying": "I'm", "enjoyed": "I", "currently": "I'm", "recently": "I", "totally": "I",
+    "really": "I", "actually": "I", "also": "I",
+}
+
+
+def _is_adverb(low: str) -> bool:
+    return low in _ADVERBS or (low.endswith("ly") and len(low) > 4 and low not in _LY_NOT_ADVERB)
+
+
+def _is_regular_past(low: str) -> bool:
+    return len(low) > 3 and low.endswith("ed") and not low.endswith("eed") and low.isalpha()
+
+
+def _third_person_s(low: str) -> str | None:
+    """The base form of a 3rd-person -s verb in ``_VERB_BASES``, if ``low`` is one."""
+    if not low.endswith("s") or len(low) < 3:
+        return None
+    for base in (low[:-1], low[:-2], low[:-3] + "y" if low.endswith("ies") else ""):
+        if base and base in _VERB_BASES:
+            return base
+    return None
+
+
+def _is_finite_verb(low: str) -> bool:
+    return (
+        low in _FINITE
+        or _is_regular_past(low)
+        or _third_person_s(low) is not None
+        or low in _VERB_BASES
+        or low.endswith(("'m", "'re", "'ve", "'ll", "'d"))
+    )
+
+
+_EXPAND_STEPS = (
+    (re.compile(r"\bcan't\b"), "can not"),
+    (re.compile(r"\bwon't\b"), "will not"),
+    (re.compile(r"n't\b"), " not"),
+    (re.compile(r"'(m|re|ve|ll|d|s)\b"), r" '\1"),
+)
+
+
+def _expand(text: str) -> str:
+    """Lower-cased analysis copy with contractions split off."""
+    low = text.lower()
+    for pattern, replacement in _EXPAND_STEPS:
+        low = pattern.sub(replacement, low)
+    return low
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+# ============================================================================================
+# Peers
+# ============================================================================================
+
+
+@dataclass(frozen=True)
+class _Peers:
+    pattern: re.Pattern[str] | None
+    by_name: Mapping[str, str]
+    speaker_key: str
+
+    def key_for(self, name: str) -> str | None:
+        return self.by_name.get(" ".join(name.lower().split()))
+
+    def match_at(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        if self.pattern is None:
+            return None
+        match = self.pattern.match(text, pos)
+        if match is None or not match.group()[0].isupper():
+            return None
+        return match
+
+    def find_all(self, text: str) -> list[re.Match[str]]:
+        if self.pattern is None:
+            return []
+        return [m for m in self.pattern.finditer(text) if m.group()[0].isupper()]
+
+
+@lru_cache(maxsize=512)
+def _peers(items: tuple[tuple[str, str], ...], speaker_name: str, speaker_key: str) -> _Peers:
+    by_name = {" ".join(name.lower().split()): key for name, key in items if name.strip()}
+    if speaker_name.strip():
+        by_name.setdefault(" ".join(speaker_name.lower().split()), speaker_key)
+    if not by_name:
+        return _Peers(None, by_name, speaker_key)
+    names = sorted(by_name, key=len, reverse=True)
+    alternation = "|".join(r"\s+".join(re.escape(part) for part in n.split()) for n in names)
+    pattern = re.compile(rf"(?<![A-Za-z'])(?:{alternation})(?![A-Za-z])", re.I)
+    return _Peers(pattern, by_name, speaker_key)
+
+
+# ============================================================================================
+# Rewriting
+# ============================================================================================
+
+_CONJ_SPECIAL = {
+    "am": "is", "are": "is", "were": "was", "have": "has", "do": "does", "go": "goes",
+    "don't": "doesn't", "haven't": "hasn't", "aren't": "isn't", "ain't": "isn't",
+    "weren't": "wasn't", "be": "is",
+}
+_NO_CONJ = _MODALS | _IRREGULAR_PAST | _AMBIGUOUS_PAST | _wordset(
+    """was did had used didn't wasn't hadn't gotten 'm not and or too also alone myself here
+    there now then who that which to of in on at for with as if but so"""
+)
+
+
+def _match_case(template: str, word: str) -> str:
+    return word[:1].upper() + word[1:] if template[:1].isupper() else word
+
+
+def _conjugate(word: str, strict: bool) -> str:
+    low = word.lower()
+    if low in _CONJ_SPECIAL:
+        return _match_case(word, _CONJ_SPECIAL[low])
+    if low in _NO_CONJ or _is_regular_past(low) or low.endswith("ing") or not low.isalpha():
+        return word
+    if strict and low not in _VERB_BASES:
+        return word
+    if low in _STOPWORDS and low not in _VERB_BASES:
+        return word
+    if word[:1].isupper() and low not in _VERB_BASES:
+        return word
+    if low.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return word + "es"
+    if low.endswith("y") and len(low) > 1 and low[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+_PREPOSITIONS = _wordset(
+    "to for with about of at on in by from into upon onto toward towards against without "
+    "within among after before behind beside between beyond like than as"
+)
+_SUBJECT_POSITION = frozenset(
+    {"", "and", "but", "or", "so", "that", "because", "when", "if", "since", "while", "as",
+     "though", "although", "where", "how", "what", "why", "cause", "until", "once"}
+)
+
+
+def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
+    """Rewrite first person (and, with an addressee, second person) in the third person."""
+    pieces = _PIECE.findall(text)
+    words = [i for i, p in enumerate(pieces) if _TOKEN.fullmatch(p)]
+    out = list(pieces)
+    pending: str | None = None  # "first" / "second": conjugate the next verb
+    name_seen = False
+    previous_word = ""
+    word_positions = {pos: n for n, pos in enumerate(words)}
+    for index, piece in enumerate(pieces):
+        if index not in word_positions:
+            if not piece.isspace():
+                pending = None
+            continue
+        low = piece.lower()
+        if pending is not None:
+            if _is_adverb(low) or low == "not":
+                previous_word = low
+                continue
+            if pending == "first" or low in _VERB_BASES or low in _CONJ_SPECIAL:
+                out[index] = _conjugate(piece, strict=pending == "second")
+            pending = None
+            previous_word = low
+            continue
+        replacement: str | None = None
+        hyphenated = (index + 1 < len(pieces) and pieces[index + 1] == "-") or (
+            index > 0 and pieces[index - 1] == "-"
+        )
+        if hyphenated:
+            previous_word = low
+            continue
+        if low == "i" and piece in ("I", "i"):
+            replacement = speaker
+            if previous_word not in ("and", "or", "than"):
+                pending = "first"
+        elif low == "i'm":
+            replacement = f"{speaker} is"
+        elif low == "i've":
+            replacement = f"{speaker} has"
+        elif low == "i'll":
+            replacement = f"{speaker} will"
+        elif low == "i'd":
+            nxt = _next_non_adverb(pieces, words, word_positions[index])
+            had = nxt is not None and (nxt == "been" or _is_regular_past(nxt)
+                                       or (nxt in _PARTICIPLES and nxt not in _VERB_BASES))
+            replacement = f"{speaker} {'had' if had else 'would'}"
+        elif low == "me":
+            replacement = speaker
+        elif low in ("my", "mine"):
+            replacement = f"{speaker}'s"
+        elif low == "myself":
+            if not name_seen:
+                replacement = speaker
+            elif (
+                previous_word in _PREPOSITIONS
+                or previous_word in _VERB_BASES
+                or previous_word in _IRREGULAR_PAST
+                or previous_word in _AMBIGUOUS_PAST
+                or _is_regular_past(previous_word)
+                or previous_word.endswith("ing")
+            ):
+                replacement = "themself"
+            else:  # emphatic ("I did it myself"): drop it
+                out[index] = ""
+                if index > 0 and pieces[index - 1].isspace():
+                    out[index - 1] = ""
+                previous_word = low
+                continue
+        elif low in ("we", "us"):
+            replacement = f"{speaker} and others"
+        elif low in ("we're", "we've", "we'd", "we'll"):
+            aux = {"we're": "are", "we've": "have", "we'd": "would", "we'll": "will"}[low]
+            replacement = f"{speaker} and others {aux}"
+        elif low in ("our", "ours"):
+            replacement = f"{speaker}'s"
+        elif low == "ourselves":
+            replacement = "themselves"
+        elif addressee is not None:
+            if low == "you":
+                replacement = addressee
+                if previous_word in _SUBJECT_POSITION:
+                    pending = "second"
+            elif low in ("your", "yours"):
+                replacement = f"{addressee}'s"
+            elif low in ("you're", "youre"):
+                replacement = f"{addressee} is"
+            elif low == "you've":
+                replacement = f"{addressee} has"
+            elif low == "you'd":
+                replacement = f"{addressee} would"
+            elif low == "you'll":
+                replacement = f"{addressee} will"
+            elif low in ("yourself", "yourselves"):
+                replacement = "themself"
+        if replacement is not None:
+            out[index] = replacement
+            name_seen = True
+        elif speaker and low == speaker.lower():
+            name_seen = True
+        previous_word = low
+    return "".join(out)
+
+
+def _next_non_adverb(pieces: list[str], words: list[int], n: int) -> str | None:
+    for pos in words[n + 1:]:
+        low = pieces[pos].lower()
+        if not _is_adverb(low):
+            return low
+    return None
+
+
+# ============================================================================================
+# Clause analysis
+# ============================================================================================
+
+
+@dataclass(frozen=True)
+class _Subject:
+    mode: str  # self | implied | mention | group | peer
+    peer_key: str
+    prefix: str = ""  # implied subject to prepend
+
+
+def _starts_with_subject(right: str, peers: _Peers) -> bool:
+    toks = _tokens(right)
+    i = 0
+    while i < len(toks) and toks[i].lower() in ("then", "also", "now", "still", "really",
+                                                "just", "even", "honestly", "actually"):
+        i += 1
+    if i >= len(toks):
+        return False
+    first = toks[i].lower()
+    nxt = toks[i + 1].lower() if i + 1 < len(toks) else ""
+    if first in ("i'm", "i've", "i'd", "i'll", "we're", "we've", "we'd", "we'll", "it's",
+                 "he's", "she's", "they're", "they've", "you're", "you've", "that's",
+                 "there's"):
+        return True
+    if first in ("i", "we", "he", "she", "they", "it", "you", "this", "that", "there"):
+        return bool(nxt) and (_is_finite_verb(nxt) or _is_adverb(nxt))
+    if nxt in ("is", "was", "are", "were", "has") and first not in _STOPWORDS:
+        return True
+    if first in ("my", "our", "your", "his", "her", "their", "the", "a", "an", "these",
+                 "those"):
+        return any(_is_finite_verb_strict(t.lower()) for t in toks[i + 2:i + 5])
+    match = peers.match_at(right, _offset_of_token(right, i))
+    if match is not None:
+        rest = _tokens(right[match.end():])[:2]
+        return any(_is_finite_verb_strict(t.lower()) for t in rest)
+    return False
+
+
+def _is_finite_verb_strict(low: str) -> bool:
+    """Finite verbs for the split decision (bare base forms count only after a plural)."""
+    return (
+        low in _FINITE
+        or _is_regular_past(low)
+        or _third_person_s(low) is not None
+        or low.endswith(("'s", "'re", "'ve", "'ll", "'d"))
+        or low in _VERB_BASES
+    )
+
+
+def _offset_of_token(text: str, n: int) -> int:
+    for index, match in enumerate(_TOKEN.finditer(text)):
+        if index == n:
+            return match.start()
+    return len(text)
+
+
+def _has_verb(left: str) -> bool:
+    return any(_is_finite_verb(t.lower()) for t in _tokens(left))
+
+
+_CONJOINABLE = frozenset({"you", "me", "him", "her", "them", "us", "i"})
+
+
+_VERB_AFTER = _wordset(
+    "i we you they to will would can could should might must may do don't did didn't does "
+    "doesn't never always also really just still"
+)
+
+
+def _has_finite_clause(text: str) -> bool:
+    """A finite verb: inflected, auxiliary, or a base form after a subject pronoun or 'to'."""
+    previous = ""
+    for token in _tokens(text):
+        low = token.lower()
+        if (
+            low in _FINITE
+            or _is_regular_past(low)
+            or _third_person_s(low) is not None
+            or low.endswith(("'m", "'re", "'ve", "'ll", "'d"))
+            or (low.endswith("'s") and previous in ("", "it", "he", "she", "that", "there"))
+            or (low in _VERB_BASES and (previous in _VERB_AFTER or token[:1].isupper()))
+        ):
+            return True
+        previous = low
+    return False
+
+
+def _clauses(text: str, start: int, end: int, peers: _Peers) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    cursor = start
+    for match in _CLAUSE_SEPARATOR.finditer(text, start, end):
+        if match.start() <= cursor:
+            continue
+        left = text[cursor:match.start()]
+        right = text[match.end():end]
+        if match.group("comma") and _SUBORDINATOR.match(left):
+            continue
+        left_tail = left.rsplit(",", 1)[-1]
+        left_words = _tokens(left_tail)
+        if not left_words or not _has_verb(left_tail):
+            continue  # "my family and I went": a compound subject, not two clauses
+        if left_words[-1].lower() in _CONJOINABLE or peers.match_at(
+            left_tail, _offset_of_token(left_tail, len(left_words) - 1)
+        ):
+            continue  # "Hope you and your family like it"
+        if _starts_with_subject(right, peers):
+            spans.append((cursor, match.start()))
+            cursor = match.end()
+    spans.append((cursor, end))
+    return spans
+
+
+def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and (text[start].isspace() or text[start] in "\"'([-,;:*~"):
+        start += 1
+    while end > start and (text[end - 1].isspace() or text[end - 1] in ".!?,;:\"')]*~\u2026-"):
+        end -= 1
+    return start, end
+
+
+_AFTER_VOCATIVE = re.compile(r"\s*(?:[,!.:;]|$)")
+_TAIL_VOCATIVE = re.compile(r",\s*([A-Z][\w' ]{0,30}?)\s*[.!?]*$")
+_VOCATIVE_PUNCT = re.compile(r"\s*[,!:;]+\s*")
+_TAIL_NAME = re.compile(r",\s*([A-Z][\w' ]{0,30}?)$")
+_COMPOUND_I = re.compile(r"^(?:[\w']+\s+){1,3}and\s+(?:I|me)\b")
+_NON_WORD = re.compile(r"[^a-z0-9'-]")
+_LEADING_CONJ = re.compile(r"^(?:and|but|so|or|then)\s+", re.I)
+
+
+def _vocatives(sentence: str, peers: _Peers) -> list[str]:
+    """Peer keys addressed by name in a sentence (at its start or end)."""
+    keys: list[str] = []
+    body = sentence.strip()
+    rest = body
+    while True:
+        match = _LEADING_MARKER.match(rest)
+        if not match or not match.group():
+            break
+        rest = rest[match.end():]
+    head = peers.match_at(rest)
+    if head is not None and _AFTER_VOCATIVE.match(rest, head.end()):
+        keys.append(peers.key_for(head.group()) or "")
+    tail = _TAIL_VOCATIVE.search(body)
+    if tail is not None:
+        name_match = peers.match_at(tail.group(1))
+        if name_match is not None and name_match.end() == len(tail.group(1)):
+            keys.append(peers.key_for(name_match.group()) or "")
+    return [k for k in keys if k]
+
+
+def _strip_leading(text: str, peers: _Peers) -> tuple[str, int, str | None]:
+    """Remove leading interjections and a vocative; return (text, removed chars, vocative)."""
+    removed = 0
+    vocative: str | None = None
+    while True:
+        match = _LEADING_MARKER.match(text)
+        if match and match.group():
+            text, removed = text[match.end():], removed + match.end()
+            continue
+        name = peers.match_at(text)
+        if name is not None:
+            after = _VOCATIVE_PUNCT.match(text, name.end())
+            if after is not None:
+                vocative = peers.key_for(name.group())
+                cut = after.end()
+                text, removed = text[cut:], removed + cut
+                continue
+        break
+    return text, removed, vocative
+
+
+def _strip_trailing(text: str, peers: _Peers) -> tuple[str, str | None]:
+    vocative: str | None = None
+    while True:
+        stripped = text.rstrip(" .!?,;:\u2026\"')")
+        match = _TRAILING_FILLER.search(stripped)
+        if match and match.start() > 0:
+            text = stripped[:match.start()]
+            continue
+        tail = _TAIL_NAME.search(stripped)
+        if tail is not None:
+            name = peers.match_at(tail.group(1))
+            if name is not None and name.end() == len(tail.group(1)):
+                vocative = peers.key_for(name.group())
+                text = stripped[:tail.start()]
+                continue
+        return stripped, vocative
+
+
+_NON_NP_STARTERS = _wordset(
+    "almost as so such even just very much more less quite pretty super kind like than too "
+    "not never only also because when while if although though after before since until"
+)
+_COMMA_FIRST_PERSON = re.compile(r",\s+(?:I|I'm|I've|I'd|I'll|my|My)\b")
+
+
+def _classify_subject(text: str, peers: _Peers) -> _Subject | None:
+    toks = _tokens(text)
+    if not toks:
+        return None
+    first = toks[0]
+    low = first.lower()
+    speaker = peers.speaker_key
+    if low in _I_FORMS:
+        return _Subject("self", speaker)
+    if low == "me" and len(toks) > 1 and toks[1].lower() == "and":
+        return _Subject("self", speaker)
+    if low == "my":
+        return _Subject("self", speaker)
+    if low in _WE_FORMS:
+        return _Subject("group", speaker)
+    if _COMPOUND_I.match(text):
+        return _Subject("self", speaker)
+    if _YOU.fullmatch(first):
+        return _Subject("listener", "")
+    name = peers.match_at(text)
+    if name is not None:
+        key = peers.key_for(name.group()) or ""
+        if key:
+            return _Subject("self" if key == speaker else "peer", key)
+    if low in _UNRESOLVED or (low in _IMPERATIVES and low not in _ELLIPTICAL):
+        return None
+    if low not in _ELLIPTICAL and first[:1].isupper() and (
+        low in _IRREGULAR_PAST - {"was", "were", "did"} or _is_regular_past(low)
+    ) and len(toks) > 1 and toks[1].lower() not in _FINITE:
+        return _Subject("implied", speaker, "I")
+    if low in _ELLIPTICAL:
+        nxt = toks[1].lower() if len(toks) > 1 else ""
+        if low in _ADVERBS and not (
+            nxt in _IRREGULAR_PAST or _is_regular_past(nxt) or nxt in ("been", "love", "loved")
+        ):
+            return None
+        return _Subject("implied", speaker, _ELLIPTICAL[low])
+    if low in _VERB_BASES and low not in _PREFERENCE_VERBS:
+        return None  # an imperative
+    if low in _PREPOSITIONS and "," in text:
+        rest = text.split(",", 1)[1].strip()
+        inner = _classify_subject(rest, peers) if rest else None
+        if inner is None or inner.mode == "mention":
+            return None
+        return _Subject(inner.mode, inner.peer_key)
+    if low in _NON_NP_STARTERS or _is_adverb(low):
+        # "Especially after the accident, I've thought..." vs "Almost as silly as when I..."
+        return _Subject("self", speaker) if _COMMA_FIRST_PERSON.search(text) else None
+    if _FIRST_PERSON_MENTION.search(text):
+        return _Subject("mention", speaker)
+    return None
+
+
+_MAIN_VERB_IF_OBJECT = frozenset({"going", "have", "has", "had", "'ve", "'d"})
+_DETERMINERS = _wordset(
+    "a an the my our your his her their this that these those some two three four five no "
+    "any every"
+)
+
+
+def _content_words(analysis: str, subject_names: set[str]) -> tuple[int, bool]:
+    toks = analysis.split()
+    words = [_NON_WORD.sub("", t) for t in toks]
+    words = [w for w in words if w]
+    count = 0
+    for index, w in enumerate(words):
+        nxt = words[index + 1] if index + 1 < len(words) else ""
+        if w in _MAIN_VERB_IF_OBJECT:
+            after = words[index + 2] if index + 2 < len(words) else ""
+            if w == "going":
+                count += nxt not in ("to", "") or after in _DETERMINERS
+            else:
+                count += nxt in _DETERMINERS or (
+                    nxt not in _STOPWORDS and not _is_regular_past(nxt) and nxt not in _PARTICIPLES
+                    and bool(nxt)
+                )
+            continue
+        if (w not in _STOPWORDS and w not in _FLUFF and w not in subject_names
+                and not w.startswith("'") and not _is_adverb(w)):
+            count += 1
+    copular = False
+    for index, word in enumerate(words):
+        if word in _BE_FORMS or word in ("'m", "'re", "'s"):
+            rest = [w for w in words[index + 1:] if not _is_adverb(w) and w != "not"]
+            nxt = rest[0] if rest else ""
+            copular = bool(nxt) and not nxt.endswith("ing") and not _is_regular_past(nxt)
+            break
+        if _is_finite_verb(word) and word not in _STOPWORDS:
+            break
+    return count, copular
+
+
+def _subject_index(words: list[str], subject: _Subject, peer_names: set[str]) -> int:
+    for index, word in enumerate(words):
+        if subject.mode in ("self", "implied") and word in ("i", "me"):
+            return index + 1
+        if subject.mode == "group" and word in ("we", "our", "us"):
+            return index + 1
+        if subject.mode == "peer" and word in peer_names:
+            return index + 1
+    return 0
+
+
+def _event(words: list[str], start: int, future_dated: bool, durative: bool = False) -> bool:
+    i = start
+    while i < len(words) and (_is_adverb(words[i]) or words[i] == "not"):
+        i += 1
+    # find the verb group within a few words of the subject
+    for j in range(i, min(i + 4, len(words))):
+        if _is_finite_verb(words[j]) or words[j] in ("'m", "'re", "'s", "'ve", "'d", "'ll"):
+            i = j
+            break
+    else:
+        return False
+    head = words[i]
+    rest = [w for w in words[i + 1:] if not _is_adverb(w) and w != "not"]
+    nxt = rest[0] if rest else ""
+    if head in ("will", "'ll", "shall", "would", "'d", "gonna") or (
+        head in ("am", "'m", "is", "are", "'re", "'s") and nxt in ("going", "gonna", "off")
+    ):
+        return future_dated
+    if head in ("am", "'m", "is", "are", "'re", "'s"):
+        return future_dated and nxt.endswith("ing")
+    if head in ("was", "were"):
+        return (nxt.endswith("ing") and nxt not in ("going",)) or (
+            (_is_regular_past(nxt) or (nxt in _PARTICIPLES and nxt not in _VERB_BASES))
+            and nxt != "born"
+        )
+    if head in ("have", "has", "'ve", "had"):
+        if nxt == "been":
+            after = rest[1] if len(rest) > 1 else ""
+            return after == "to"
+        if nxt == "got" and head != "had":
+            return False
+        if nxt in ("to",):
+            return head == "had"
+        if _is_regular_past(nxt) or nxt in _PARTICIPLES:
+            return not (durative and head != "had")
+        return head == "had"
+    if head in ("did",):
+        return True
+    if head in ("used",):
+        return False
+    if head in _STATIVE:
+        return False
+    if head in _IRREGULAR_PAST or _is_regular_past(head):
+        return True
+    if head in ("plan", "plans", "planning", "hope", "hoping", "hopes", "intend", "intends"):
+        return future_dated
+    return False
+
+
+_LIKE_SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "who", "people", "kids",
+                            "children", "everyone", "both"})
+
+
+def _has_preference(words: list[str], names: set[str]) -> bool:
+    for index, word in enumerate(words):
+        if word not in _PREFERENCE_VERBS:
+            continue
+        if word in ("like", "likes", "liked"):
+            j = index - 1
+            while j >= 0 and (_is_adverb(words[j]) or words[j] in ("do", "does", "did", "not",
+                                                                   "would", "'d")):
+                j -= 1
+            if j >= 0 and (words[j] in _LIKE_SUBJECTS or words[j] in names):
+                return True
+            continue
+        j = index - 1
+        while j >= 0 and (
+            _is_adverb(words[j]) or words[j] in ("do", "does", "did", "not", "would", "'d",
+                                                 "still", "really", "to", "also")
+        ):
+            if words[j] in ("would", "'d") and j > 0 and words[j - 1] in ("i", "we", "they"):
+                return True
+            j -= 1
+        if j < 0:
+            return index == 0
+        if words[j] not in _PREFERENCE_BLOCK_BEFORE:
+            return True
+    return False
+
+
+_WORD_SPLIT = re.compile(r"[^a-z0-9'-]+")
+_DURATIVE = re.compile(r"\b(?:since|for\s+(?:\w+\s+)?(?:years|months|weeks|decades|ages|a\s+while|"
+                       r"a\s+long\s+time|\w+\s+(?:years|months|weeks)))\b")
+
+
+def _kind(
+    analysis: str, subject: _Subject, peer_names: set[str], future_dated: bool,
+    durative: bool = False,
+) -> str:
+    words = [w for w in _WORD_SPLIT.split(analysis) if w]
+    if _RELATION_PREDICATE.search(analysis):
+        return "relation"
+    if _has_preference(words, peer_names) or _PREFERENCE_PHRASE.search(analysis):
+        return "preference"
+    if _SKILL.search(analysis):
+        return "skill"
+    durative = durative or _DURATIVE.search(analysis) is not None
+    main = analysis
+    if "," in analysis and _SUBORDINATOR.match(analysis):  # "when I was young, I went..."
+        main = analysis.split(",", 1)[1]
+    main_words = [w for w in _WORD_SPLIT.split(main) if w]
+    if _event(main_words, _subject_index(main_words, subject, peer_names), future_dated,
+              durative):
+        return "event"
+    if _RELATION_NOUN_USE.search(analysis):
+        return "relation"
+    return "fact"
+
+
+def _is_question(sentence: str) -> bool:
+    body = sentence.strip()
+    if "?" in body[-3:]:
+        return True
+    rest = body
+    while True:
+        match = _LEADING_MARKER.match(rest)
+        if not match or not match.group():
+            break
+        rest = rest[match.end():]
+    return _QUESTION_START.match(rest) is not None
+
+
+_BASE_CONFIDENCE = {"self": 0.8, "implied": 0.7, "mention": 0.7, "group": 0.6, "peer": 0.6}
+_HEDGE_PENALTY = 0.3
+
+
+def _finish_statement(text: str) -> str:
+    text = _tidy(text)
+    text = _LEADING_CONJ.sub("", text)
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    if text.count('"') % 2:
+        text = text.rstrip(".!") + '"'
+    if text[-1] not in ".!":
+        text += "."
+    elif text[-1] == "!":
+        text = text[:-1] + "."
+    return text
+
+
+class RuleBasedExtractor:
+    """Deterministic, model-free extractor; see the module docstring for the rules."""
+
+    name = "rule-based"
+    version = "rule-v1"
+
+    def extract(self, message: ObservedMessage) -> list[ExtractedClaim]:
+        text = message.text.translate(_QUOTE_MAP)
+        speaker_name = message.speaker_name.strip() or message.speaker_key
+        peers = _peers(tuple(sorted(message.known_peers.items())), speaker_name,
+                       message.speaker_key)
+        local = _local(message.occurred_at)
+        claims: list[ExtractedClaim] = []
+        previous_vocatives: list[str] = []
+        for s_start, s_end in _sentences(text):
+            sentence = text[s_start:s_end]
+            vocatives = _vocatives(sentence, peers)
+            addressees = [k for k in vocatives or previous_vocatives if k != message.speaker_key]
+            previous_vocatives = vocatives
+            if _is_question(sentence):
+                continue
+            for c_start, c_end in _clauses(text, s_start, s_end, peers):
+                claim = self._clause(message, text, c_start, c_end, peers, local, addressees)
+                if claim is not None:
+                    claims.append(claim)
+        return claims
+
+    def _clause(
+        self,
+        message: ObservedMessage,
+        text: str,
+        start: int,
+        end: int,
+        peers: _Peers,
+        local: datetime,
+        addressees: list[str],
+    ) -> ExtractedClaim | None:
+        start, end = _strip_span(text, start, end)
+        if start >= end:
+            return None
+        body, removed, vocative = _strip_leading(text[start:end], peers)
+        start += removed
+        body, tail_vocative = _strip_trailing(body, peers)
+        end = start + len(body)
+        start, end = _strip_span(text, start, end)
+        if start >= end:
+            return None
+        clause = text[start:end]
+        addressee_keys = [k for k in (vocative, tail_vocative) if k] or addressees
+        addressee_keys = [k for k in addressee_keys if k != message.speaker_key]
+        if _DROP_START.match(clause) or _DROP_ANY.search(clause):
+            return None
+
+        hits = _find_dates(clause, local)
+        work = _remove_dates(clause, hits) if hits else clause
+        relevant_from, relevant_until = _choose_window(hits)
+        hedged = bool(_HEDGE_DETECT.search(work))
+        work = _CASUAL.sub(_casual, work)
+        work = _WRAPPER.sub("", work)
+        work, count = _HEDGE_REMOVE.subn("", work)
+        hedged = hedged or count > 0
+        work = _INLINE_FILLER.sub("", work)
+        work = _WHICH_TAIL.sub("", work)
+        work = _LEADING_YOU_PHRASE.sub("", work)
+        work, _, _ = _strip_leading(_tidy(work), peers)
+        work, _ = _strip_trailing(work, peers)
+        work = _tidy(work)
+        if not work or _DROP_START.match(work):
+            return None
+
+        subject = _classify_subject(work, peers)
+        if subject is None:
+            return None
+        addressee_name: str | None = None
+        if subject.mode == "listener" or _YOU.search(work):
+            if len(set(addressee_keys)) != 1:
+                return None
+            addressee_key = addressee_keys[0]
+            addressee_name = self._display_name(clause, text, addressee_key, peers)
+            if subject.mode == "listener":
+                subject = _Subject("peer", addressee_key)
+        if subject.prefix:
+            first = work.split(None, 1)[0]
+            keep_case = peers.match_at(work) is not None
+            work = f"{subject.prefix} {work if keep_case else first.lower() + work[len(first):]}"
+
+        if not _has_finite_clause(work):
+            return None
+        analysis = _expand(work)
+        peer_names = {part for name in peers.by_name for part in name.split()}
+        subject_names = {"i", "me", "we", "us"} | {
+            part for name, key in peers.by_name.items() if key == subject.peer_key
+            for part in name.split()
+        }
+        content, copular = _content_words(analysis, subject_names)
+        if content < 2 and not (copular and content >= 1):
+            return None
+        ends_later = relevant_until is not None and relevant_until > local
+        starts_later = relevant_from is not None and relevant_from > local
+        future_dated = (ends_later or starts_later) and (
+            _FUTURE.search(work) is not None or _PROGRESSIVE.search(work) is not None
+        )
+        durative = relevant_from is not None and relevant_until is None
+        kind = _kind(analysis, subject, peer_names, future_dated, durative)
+        speaker_name = message.speaker_name.strip() or message.speaker_key
+        statement = _finish_statement(_rewrite(work, speaker_name, addressee_name))
+        if not statement or len(_tokens(statement)) < 2:
+            return None
+        confidence = _BASE_CONFIDENCE[subject.mode]
+        if hedged:
+            confidence -= _HEDGE_PENALTY
+        claim = ExtractedClaim(
+            statement=statement,
+            subject_peer_key=subject.peer_key,
+            kind=kind,
+            confidence=round(confidence, 2),
+            sensitivity=classify_sensitivity(clause),
+            relevant_from=relevant_from,
+            relevant_until=relevant_until,
+            self_observation=subject.peer_key == message.speaker_key,
+            source_message_id=message.message_id,
+            evidence_span=(start, end),
+        )
+        validate_claim(claim, message)
+        return claim
+
+    @staticmethod
+    def _display_name(clause: str, text: str, key: str, peers: _Peers) -> str:
+        """How the text itself names the addressee (else the first known alias, titled)."""
+        for match in peers.find_all(text):
+            if peers.key_for(match.group()) == key:
+                return match.group()
+        for name, peer_key in peers.by_name.items():
+            if peer_key == key:
+                return name.title()
+        return key

@@ -1,0 +1,258 @@
+"""Ingest writes: messages and documents. Each call is one transaction; pipeline work is
+enqueued only after it commits, so a worker never sees a half-written batch."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from knowledge import audit
+from knowledge.models import Document, DocumentChunk, DocumentVersion, Message, Peer, Scope, Session
+from memhouse.errors import ApplicationError
+from memhouse.principal import Principal
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    text: str
+    occurred_at: datetime
+    client_message_id: str | None = None
+    peer_key: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def _enqueue_on_commit(task: Any, *args: Any) -> None:
+    # robust: a broker outage must not fail a request whose data is already committed;
+    # the sweeper re-enqueues work whose dispatch was lost.
+    transaction.on_commit(lambda: task.delay(*args), robust=True)
+
+
+def resolve_scope(*, principal: Principal, path: str) -> Scope:
+    """The existing scope at `path` that the credential may write to."""
+    from knowledge.services import normalise_scope_path
+
+    path = normalise_scope_path(path)
+    scope = Scope.objects.filter(account_id=principal.account_id, path=path).first()
+    if scope is None or not principal.may_access_scope(path):
+        # Unauthorised and missing scopes get the same answer.
+        raise ApplicationError("unknown_scope", f"no scope {path!r}; create it first",
+                               status_code=400)
+    return scope
+
+
+def _speaker(principal: Principal, peer_key: str | None, peers: dict[str, Peer]) -> Peer:
+    if peer_key is None:
+        if principal.peer is None:
+            raise ApplicationError("peer_required",
+                                   "a peerless credential must name each message's peer_key")
+        return principal.peer
+    peer = peers.get(peer_key)
+    if peer is None:
+        raise ApplicationError("unknown_peer_key", f"no peer with key {peer_key!r}")
+    return peer
+
+
+@transaction.atomic
+def messages_ingest(*, principal: Principal, scope_path: str, messages: list[IncomingMessage],
+                    session_id: str | None = None) -> list[dict[str, Any]]:
+    """Store a batch of observations, idempotent by client message id.
+
+    The whole batch is checked before anything is written: an unknown peer, a reused
+    client id with different content or an oversize text refuses the batch.
+    """
+    from knowledge.tasks import process_messages as process_messages_task
+
+    if not messages:
+        raise ApplicationError("empty_batch", "send at least one message")
+    if len(messages) > settings.MEMHOUSE_MAX_BATCH:
+        raise ApplicationError("batch_too_large",
+                               f"at most {settings.MEMHOUSE_MAX_BATCH} messages per request",
+                               status_code=413)
+    scope = resolve_scope(principal=principal, path=scope_path)
+    keys = {m.peer_key for m in messages if m.peer_key is not None}
+    peers = {p.key: p for p in Peer.objects.filter(account_id=principal.account_id, key__in=keys)}
+    session = None
+    if session_id:
+        session, _ = Session.objects.get_or_create(
+            account_id=principal.account_id, external_id=session_id,
+            defaults={"scope": scope, "started_at": min(m.occurred_at for m in messages)})
+    client_ids = [m.client_message_id for m in messages if m.client_message_id]
+    if len(client_ids) != len(set(client_ids)):
+        raise ApplicationError("duplicate_client_id", "a client message id repeats in the batch")
+    existing = {m.client_message_id: m for m in Message.objects.filter(
+        account_id=principal.account_id, client_message_id__in=client_ids)}
+    results: list[dict[str, Any]] = []
+    new_ids: list[str] = []
+    for index, incoming in enumerate(messages):
+        speaker = _speaker(principal, incoming.peer_key, peers)
+        text = incoming.text.strip()
+        if not text:
+            raise ApplicationError("empty_text", f"message {index} has no text")
+        if len(text) > settings.MEMHOUSE_MAX_MESSAGE_CHARS:
+            raise ApplicationError(
+                "message_too_long",
+                f"message {index} exceeds {settings.MEMHOUSE_MAX_MESSAGE_CHARS} characters",
+                status_code=413)
+        prior = existing.get(incoming.client_message_id) if incoming.client_message_id else None
+        if prior is not None:
+            same = (prior.text == text and prior.peer_id == speaker.id
+                    and prior.occurred_at == incoming.occurred_at)
+            if not same:
+                raise ApplicationError(
+                    "client_id_conflict",
+                    f"client message id {incoming.client_message_id!r} was already used "
+                    "for a different message", status_code=409)
+            results.append({"id": str(prior.id), "client_message_id": prior.client_message_id,
+                            "status": "duplicate"})
+            continue
+        msg = Message.objects.create(
+            account_id=principal.account_id, peer=speaker, scope=scope, session=session,
+            client_message_id=incoming.client_message_id, text=text,
+            occurred_at=incoming.occurred_at, metadata=incoming.metadata or {})
+        new_ids.append(str(msg.id))
+        results.append({"id": str(msg.id), "client_message_id": msg.client_message_id,
+                        "status": "created"})
+    if new_ids:
+        audit.append(account_id=principal.account_id, event_type="messages.ingested",
+                     actor=_actor(principal), target_type="scope", target_id=str(scope.id),
+                     payload={"count": len(new_ids)})
+        _enqueue_on_commit(process_messages_task, str(principal.account_id), new_ids)
+    return results
+
+
+def _actor(principal: Principal) -> str:
+    if principal.peer is not None:
+        return f"peer:{principal.peer.key}"
+    return f"credential:{principal.credential_id}"
+
+
+# --- Documents -------------------------------------------------------------------------
+
+def chunk_text(text: str, *, max_chars: int = 1200) -> list[tuple[int, int]]:
+    """Paragraph-sized (start, end) spans; long paragraphs split at sentence ends."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for para in text.split("\n\n"):
+        start = text.find(para, pos)
+        end = start + len(para)
+        pos = end
+        if not para.strip():
+            continue
+        while end - start > max_chars:
+            cut = text.rfind(". ", start, start + max_chars)
+            cut = cut + 1 if cut > start else start + max_chars
+            spans.append((start, cut))
+            start = cut
+            while start < end and text[start].isspace():
+                start += 1
+        if end > start:
+            spans.append((start, end))
+    return spans
+
+
+def _write_chunks(version: DocumentVersion) -> None:
+    DocumentChunk.objects.filter(version=version).delete()
+    DocumentChunk.objects.bulk_create([
+        DocumentChunk(account_id=version.account_id, version=version, ordinal=i,
+                      text=version.text[s:e], start=s, end=e)
+        for i, (s, e) in enumerate(chunk_text(version.text))
+    ])
+
+
+def _decode(content: bytes, media_type: str) -> str:
+    if not media_type.startswith("text/") and media_type not in {"application/json",
+                                                                 "application/markdown"}:
+        raise ApplicationError("unsupported_media_type",
+                               f"cannot extract text from {media_type!r}", status_code=415)
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApplicationError("invalid_encoding", "document text must be UTF-8") from exc
+
+
+def _add_version(document: Document, content: bytes, media_type: str) -> DocumentVersion:
+    from knowledge.tasks import process_document_version as process_document_version_task
+
+    text = _decode(content, media_type)
+    if not text.strip():
+        raise ApplicationError("empty_document", "the document has no text")
+    if len(content) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        raise ApplicationError("document_too_large", "the document is too large",
+                               status_code=413)
+    last = document.versions.order_by("-number").first()
+    digest = hashlib.sha256(content).hexdigest()
+    if last is not None and last.sha256 == digest:
+        return last  # same bytes again: idempotent
+    version = DocumentVersion.objects.create(
+        account_id=document.account_id, document=document,
+        number=(last.number + 1) if last else 1, media_type=media_type, blob=content,
+        sha256=digest, text=text)
+    _write_chunks(version)
+    _enqueue_on_commit(process_document_version_task, str(document.account_id), str(version.id))
+    return version
+
+
+@transaction.atomic
+def document_create(*, principal: Principal, scope_path: str, title: str, content: bytes,
+                    media_type: str = "text/plain", external_id: str | None = None
+                    ) -> DocumentVersion:
+    scope = resolve_scope(principal=principal, path=scope_path)
+    if external_id and Document.objects.filter(account_id=principal.account_id,
+                                               external_id=external_id).exists():
+        raise ApplicationError("document_exists",
+                               f"a document with external id {external_id!r} exists; "
+                               "add a version instead", status_code=409)
+    document = Document.objects.create(account_id=principal.account_id, scope=scope,
+                                       peer=principal.peer, title=title, external_id=external_id)
+    version = _add_version(document, content, media_type)
+    audit.append(account_id=principal.account_id, event_type="document.created",
+                 actor=_actor(principal), target_type="document", target_id=str(document.id),
+                 payload={"version": version.number, "sha256": version.sha256})
+    return version
+
+
+def document_for_write(*, principal: Principal, document_id: uuid.UUID | str) -> Document:
+    from memhouse.errors import NotFound
+
+    try:
+        document = Document.objects.select_related("scope").filter(
+            account_id=principal.account_id, id=document_id, deleted_at__isnull=True).first()
+    except Exception as exc:  # malformed uuid
+        raise NotFound("document") from exc
+    if document is None or not principal.may_access_scope(document.scope.path):
+        raise NotFound("document")
+    return document
+
+
+@transaction.atomic
+def document_version_add(*, principal: Principal, document: Document, content: bytes,
+                         media_type: str = "text/plain") -> DocumentVersion:
+    version = _add_version(document, content, media_type)
+    audit.append(account_id=principal.account_id, event_type="document.version_added",
+                 actor=_actor(principal), target_type="document", target_id=str(document.id),
+                 payload={"version": version.number, "sha256": version.sha256})
+    return version
+
+
+@transaction.atomic
+def document_delete(*, principal: Principal, document: Document) -> int:
+    """Tombstone the document and its versions; retract knowledge left with no source."""
+    from knowledge.ingest.pipeline import retract_unsupported
+
+    now = timezone.now()
+    Document.objects.filter(pk=document.pk).update(deleted_at=now)
+    version_ids = list(DocumentVersion.objects.filter(document=document, tombstoned_at__isnull=True)
+                       .values_list("id", flat=True))
+    DocumentVersion.objects.filter(id__in=version_ids).update(tombstoned_at=now)
+    audit.append(account_id=principal.account_id, event_type="document.deleted",
+                 actor=_actor(principal), target_type="document", target_id=str(document.id),
+                 payload={"versions": len(version_ids)})
+    return retract_unsupported(account_id=principal.account_id, version_ids=version_ids,
+                               reason="f4_source_tombstoned", actor="system:document-sync")

@@ -1,0 +1,549 @@
+"""The one generation-provider interface of MemHouse.
+
+Every model-backed feature (LLM extraction, reranking, ask, dream-time work) talks to a
+generation model through :class:`ChatProvider`. The only shipped implementation,
+:class:`OpenAICompatibleProvider`, speaks the OpenAI ``/chat/completions`` wire format with
+strict structured outputs (``response_format = json_schema``), which OpenAI, Azure OpenAI,
+vLLM, llama.cpp server, Ollama and LiteLLM all accept.
+
+Contract of ``complete_json``:
+
+* it returns a ``dict`` that has been validated against ``schema`` by :func:`validate_json`
+  (a provider that ignores ``strict`` cannot smuggle a malformed object into the pipeline);
+* it raises :class:`ProviderError` and nothing else for provider-side failures, with ``kind``
+  one of ``timeout``, ``http_error``, ``invalid_response``, ``connection``;
+* transient failures (timeouts, connection errors, HTTP 429 and 5xx, unparsable or
+  schema-violating output) are retried up to ``max_retries`` extra times with exponential
+  backoff; any other HTTP status (400, 401, 403, 404, 422...) fails at once;
+* error messages never contain the API key or the prompt.
+
+``get_provider()`` builds the configured provider from Django settings, or returns ``None``
+when no provider is configured; callers must treat ``None`` as the deliberate "no model"
+configuration, not as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+__all__ = [
+    "ERROR_KINDS",
+    "ChatProvider",
+    "OpenAICompatibleProvider",
+    "ProviderError",
+    "SchemaValidationError",
+    "get_provider",
+    "validate_json",
+]
+
+ERROR_KINDS: tuple[str, ...] = ("timeout", "http_error", "invalid_response", "connection")
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+DEFAULT_MAX_RETRIES = 2
+
+
+class ProviderError(Exception):
+    """A generation call failed; ``kind`` says how.
+
+    ``status_code`` is set for ``http_error``; ``attempts`` is how many requests were made;
+    ``retryable`` says whether this single failure was of a transient class.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status_code: int | None = None,
+        attempts: int = 1,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown ProviderError kind {kind!r}; expected one of {ERROR_KINDS}")
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status_code = status_code
+        self.attempts = attempts
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+@runtime_checkable
+class ChatProvider(Protocol):
+    """A generation model that answers with one JSON object matching a schema."""
+
+    name: str
+
+    def complete_json(
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        schema_name: str,
+        timeout: float | None = None,
+    ) -> dict[str, Any]: ...
+
+
+# --------------------------------------------------------------------------------------------
+# A small JSON Schema validator (the subset OpenAI strict structured outputs use)
+# --------------------------------------------------------------------------------------------
+
+
+class SchemaValidationError(ValueError):
+    """``value`` does not satisfy ``schema``; ``path`` is a JSONPath-like location."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.reason = message
+
+
+_ANNOTATION_KEYWORDS = frozenset(
+    {"title", "description", "default", "examples", "$schema", "$id", "$comment", "format"}
+)
+_SUPPORTED_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "items",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "anyOf",
+    }
+)
+
+
+def _type_matches(value: Any, type_name: str, path: str) -> bool:
+    if type_name == "object":
+        return isinstance(value, dict)
+    if type_name == "array":
+        return isinstance(value, list)
+    if type_name == "string":
+        return isinstance(value, str)
+    if type_name == "boolean":
+        return isinstance(value, bool)
+    if type_name == "null":
+        return value is None
+    if type_name == "integer":
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, int):
+            return True
+        return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+    if type_name == "number":
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, int):
+            return True
+        return isinstance(value, float) and math.isfinite(value)
+    raise NotImplementedError(f"{path}: unsupported JSON Schema type {type_name!r}")
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: ``true`` is not ``1``, ``1`` equals ``1.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def validate_json(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> None:
+    """Raise :class:`SchemaValidationError` unless ``value`` satisfies ``schema``.
+
+    Supports ``type`` (a name or a list of names: object, array, string, number, integer,
+    boolean, null), ``properties``, ``required``, ``additionalProperties`` (``false``,
+    ``true`` or a schema), ``enum``, ``const``, ``items``, ``minItems``/``maxItems``,
+    ``minLength``/``maxLength``, ``pattern`` (unanchored, as in JSON Schema),
+    ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` and ``anyOf``.
+    Annotations (``description``, ``title``, ``format``...) are ignored. Any other keyword
+    raises ``NotImplementedError``: a schema this validator cannot check is a programming
+    error, not a bad model answer.
+    """
+    if schema is True:
+        return
+    if schema is False:
+        raise SchemaValidationError(path, "no value is allowed here")
+    unknown = set(schema) - _SUPPORTED_KEYWORDS - _ANNOTATION_KEYWORDS
+    if unknown:
+        raise NotImplementedError(f"{path}: unsupported JSON Schema keywords {sorted(unknown)}")
+
+    if "anyOf" in schema:
+        errors: list[str] = []
+        for option in schema["anyOf"]:
+            try:
+                validate_json(value, option, path)
+            except SchemaValidationError as exc:
+                errors.append(exc.reason)
+            else:
+                break
+        else:
+            raise SchemaValidationError(path, f"matches no anyOf option ({'; '.join(errors)})")
+
+    if "type" in schema:
+        declared = schema["type"]
+        names = [declared] if isinstance(declared, str) else list(declared)
+        if not any(_type_matches(value, name, path) for name in names):
+            raise SchemaValidationError(
+                path, f"expected {' or '.join(names)}, got {_json_type_name(value)}"
+            )
+
+    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
+        raise SchemaValidationError(path, f"{_short(value)} is not one of {schema['enum']!r}")
+    if "const" in schema and not _json_equal(value, schema["const"]):
+        raise SchemaValidationError(path, f"expected constant {schema['const']!r}")
+
+    if isinstance(value, dict):
+        _validate_object(value, schema, path)
+    elif isinstance(value, list):
+        _validate_array(value, schema, path)
+    elif isinstance(value, str):
+        _validate_string(value, schema, path)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _validate_number(value, schema, path)
+
+
+def _validate_object(value: dict[str, Any], schema: Mapping[str, Any], path: str) -> None:
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    for key in schema.get("required", ()):
+        if key not in value:
+            raise SchemaValidationError(path, f"missing required property {key!r}")
+    additional = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        child = f"{path}.{key}"
+        if key in properties:
+            validate_json(item, properties[key], child)
+        elif additional is False:
+            raise SchemaValidationError(path, f"unexpected property {key!r}")
+        elif isinstance(additional, Mapping):
+            validate_json(item, additional, child)
+
+
+def _validate_array(value: list[Any], schema: Mapping[str, Any], path: str) -> None:
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        raise SchemaValidationError(path, f"expected at least {schema['minItems']} items")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        raise SchemaValidationError(path, f"expected at most {schema['maxItems']} items")
+    if "items" in schema:
+        for index, item in enumerate(value):
+            validate_json(item, schema["items"], f"{path}[{index}]")
+
+
+def _validate_string(value: str, schema: Mapping[str, Any], path: str) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        raise SchemaValidationError(path, f"shorter than {schema['minLength']} characters")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise SchemaValidationError(path, f"longer than {schema['maxLength']} characters")
+    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+        raise SchemaValidationError(path, f"does not match pattern {schema['pattern']!r}")
+
+
+def _validate_number(value: float, schema: Mapping[str, Any], path: str) -> None:
+    if "minimum" in schema and value < schema["minimum"]:
+        raise SchemaValidationError(path, f"{value} is below the minimum {schema['minimum']}")
+    if "maximum" in schema and value > schema["maximum"]:
+        raise SchemaValidationError(path, f"{value} is above the maximum {schema['maximum']}")
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        raise SchemaValidationError(path, f"{value} is not above {schema['exclusiveMinimum']}")
+    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+        raise SchemaValidationError(path, f"{value} is not below {schema['exclusiveMaximum']}")
+
+
+def _json_type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI-compatible HTTP provider
+# --------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s*```(?:json|JSON)?\s*\n?(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-JSON constant {name}")
+
+
+def _parse_content(content: str) -> Any:
+    """Parse the model's message content; tolerate one surrounding Markdown code fence,
+    which some OpenAI-compatible servers add when they do not enforce the schema."""
+    match = _FENCE.match(content)
+    text = match.group("body") if match else content
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+class OpenAICompatibleProvider:
+    """``ChatProvider`` over ``POST {base_url}/chat/completions``.
+
+    ``base_url`` includes the API version prefix, e.g. ``https://api.openai.com/v1`` or
+    ``http://127.0.0.1:11434/v1``. ``timeout`` applies to each phase of each attempt
+    (connect, write, read), not to the whole retried call. ``backoff_seconds`` is the
+    delay before the first retry; it doubles per retry up to ``max_backoff_seconds`` with a
+    little jitter, and a 429 ``Retry-After`` header is honoured up to the same cap.
+    ``transport`` and ``sleep`` exist for tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 4.0,
+        name: str = "openai-compatible",
+        extra_headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required")
+        if not model:
+            raise ValueError("model is required")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = name
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_seconds = float(backoff_seconds)
+        self.max_backoff_seconds = float(max_backoff_seconds)
+        self._api_key = api_key or None
+        self._extra_headers = dict(extra_headers or {})
+        self._transport = transport
+        self._sleep = sleep
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAICompatibleProvider(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def request_body(
+        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+    ) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
+            },
+        }
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update(self._extra_headers)
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def complete_json(
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        schema_name: str,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        body = self.request_body(system=system, user=user, schema=schema, schema_name=schema_name)
+        per_attempt = self.timeout if timeout is None else float(timeout)
+        attempts_allowed = self.max_retries + 1
+        last: ProviderError | None = None
+        with httpx.Client(
+            timeout=httpx.Timeout(per_attempt), transport=self._transport, follow_redirects=False
+        ) as client:
+            for attempt in range(1, attempts_allowed + 1):
+                if last is not None:
+                    self._sleep(self._delay(attempt - 1, last))
+                try:
+                    return self._attempt(client, body, schema)
+                except ProviderError as error:
+                    error.attempts = attempt
+                    if not error.retryable:
+                        raise
+                    last = error
+        assert last is not None
+        raise last
+
+    def _delay(self, retry_number: int, error: ProviderError) -> float:
+        base = min(self.backoff_seconds * (2 ** (retry_number - 1)), self.max_backoff_seconds)
+        if error.retry_after is not None:
+            base = max(base, min(error.retry_after, self.max_backoff_seconds))
+        return base + random.uniform(0, base * 0.1) if base > 0 else 0.0
+
+    def _attempt(
+        self, client: httpx.Client, body: dict[str, Any], schema: dict[str, Any]
+    ) -> dict[str, Any]:
+        try:
+            response = client.post(self.endpoint, json=body, headers=self._headers())
+        except httpx.TimeoutException as exc:
+            raise ProviderError(
+                "timeout", f"no answer from the provider in time ({type(exc).__name__})",
+                retryable=True,
+            ) from exc
+        except httpx.RequestError as exc:
+            raise ProviderError(
+                "connection", f"could not reach the provider ({type(exc).__name__})",
+                retryable=True,
+            ) from exc
+
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise ProviderError(
+                "http_error", f"provider answered HTTP {status}{_error_detail(response)}",
+                status_code=status, retryable=True, retry_after=_retry_after(response),
+            )
+        if not 200 <= status < 300:
+            raise ProviderError(
+                "http_error", f"provider answered HTTP {status}{_error_detail(response)}",
+                status_code=status, retryable=False,
+            )
+        return self._parse(response, schema)
+
+    def _parse(self, response: httpx.Response, schema: dict[str, Any]) -> dict[str, Any]:
+        def invalid(message: str) -> ProviderError:
+            return ProviderError("invalid_response", message, retryable=True)
+
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise invalid("response body is not JSON") from exc
+        try:
+            message = payload["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise invalid("response has no choices[0].message") from exc
+        if not isinstance(message, dict):
+            raise invalid("choices[0].message is not an object")
+        content = message.get("content")
+        if isinstance(content, list):  # content parts
+            content = "".join(
+                part.get("text", "") for part in content if isinstance(part, dict)
+            )
+        if not isinstance(content, str) or not content.strip():
+            if message.get("refusal"):
+                raise invalid("the model refused to answer")
+            raise invalid("choices[0].message.content is empty")
+        try:
+            value = _parse_content(content)
+        except ValueError as exc:
+            raise invalid(f"message content is not valid JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise invalid("message content is not a JSON object")
+        try:
+            validate_json(value, schema)
+        except SchemaValidationError as exc:
+            raise invalid(f"message content violates the schema at {exc}") from exc
+        return value
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """A short, key-free description of a provider error body."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return ""
+    detail: Any = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(detail, dict):
+        detail = detail.get("message") or detail.get("type")
+    if not isinstance(detail, str) or not detail:
+        return ""
+    detail = " ".join(detail.split())
+    return f": {detail[:200]}"
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 and math.isfinite(seconds) else None
+
+
+def get_provider() -> ChatProvider | None:
+    """The configured generation provider, or ``None`` when none is configured.
+
+    Settings: ``MEMHOUSE_LLM_BASE_URL`` (empty = no provider), ``MEMHOUSE_LLM_MODEL``
+    (required when a base URL is set), ``MEMHOUSE_LLM_API_KEY`` (optional),
+    ``MEMHOUSE_LLM_TIMEOUT`` (seconds per attempt, default 30) and the optional
+    ``MEMHOUSE_LLM_MAX_RETRIES`` (default 2).
+    """
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    base_url = str(getattr(settings, "MEMHOUSE_LLM_BASE_URL", "") or "").strip()
+    if not base_url:
+        return None
+    model = str(getattr(settings, "MEMHOUSE_LLM_MODEL", "") or "").strip()
+    if not model:
+        raise ImproperlyConfigured("MEMHOUSE_LLM_MODEL must be set when MEMHOUSE_LLM_BASE_URL is")
+    api_key = str(getattr(settings, "MEMHOUSE_LLM_API_KEY", "") or "").strip() or None
+    raw_timeout = getattr(settings, "MEMHOUSE_LLM_TIMEOUT", DEFAULT_TIMEOUT_SECONDS)
+    timeout = float(raw_timeout) if raw_timeout not in (None, "") else DEFAULT_TIMEOUT_SECONDS
+    raw_retries = getattr(settings, "MEMHOUSE_LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)
+    max_retries = int(raw_retries) if raw_retries not in (None, "") else DEFAULT_MAX_RETRIES
+    return OpenAICompatibleProvider(
+        base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries
+    )

@@ -1,0 +1,9 @@
+from django.db import migrations
+
+from memhouse.rls import protect_tables
+
+
+class Migration(migrations.Migration):
+    dependencies = [("retrieval", "0001_initial")]
+
+    operations = protect_tables("memhouse_knowledge_vector")

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import OperationalError
+
+
+@shared_task(name="retrieval.embed_knowledge", autoretry_for=(OperationalError,),
+             retry_backoff=True, max_retries=5, acks_late=True)
+def embed_knowledge(account_id: str, knowledge_ids: list[str]) -> int:
+    from retrieval.vectors import embed_knowledge as run
+
+    return run(account_id, knowledge_ids)

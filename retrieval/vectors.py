@@ -1,0 +1,68 @@
+"""Vector identity and storage: spaces, per-space HNSW indexes, embedding writes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection, transaction
+
+from knowledge.models import Knowledge
+from memhouse.tenancy import account_context
+from retrieval.models import EmbeddingSpace, KnowledgeVector
+
+# States worth a vector: anything that can become retrievable without re-extraction.
+EMBEDDABLE_STATES = ("active", "provisional", "held", "needs_revalidation", "contested", "stale")
+
+
+def index_name(space: EmbeddingSpace) -> str:
+    return f"knowledge_vector_hnsw_{space.id.hex[:12]}"
+
+
+def space_ensure(identity: Any) -> EmbeddingSpace:
+    """The space row for an embedder identity, with its own partial HNSW index.
+
+    A partial index per space keeps every ANN search inside one identity: a query vector
+    is only ever compared with vectors of the same provider, model, version and dims.
+    """
+    space, _ = EmbeddingSpace.objects.get_or_create(
+        provider=identity.provider, model=identity.model, version=identity.version,
+        dims=identity.dims)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"CREATE INDEX IF NOT EXISTS {index_name(space)} ON memhouse_knowledge_vector "
+            f"USING hnsw ((embedding::vector({int(space.dims)})) vector_cosine_ops) "
+            f"WITH (m = 16, ef_construction = 64) WHERE space_id = '{space.id}'")
+    return space
+
+
+def embed_knowledge(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
+                    *, embedder: Any = None) -> int:
+    """Read statements, embed them with no transaction open, write the vectors."""
+    from retrieval.embedding import get_embedder
+
+    embedder = embedder or get_embedder()
+    with account_context(account_id):
+        rows = list(Knowledge.objects.filter(id__in=list(knowledge_ids),
+                                             state__in=EMBEDDABLE_STATES)
+                    .values_list("id", "statement"))
+    if not rows:
+        return 0
+    vectors = embedder.embed_documents([text for _, text in rows])
+    with account_context(account_id):
+        space = space_ensure(embedder.identity)
+        existing = set(KnowledgeVector.objects.filter(
+            space=space, knowledge_id__in=[i for i, _ in rows]).values_list("knowledge_id",
+                                                                          flat=True))
+        KnowledgeVector.objects.bulk_create([
+            KnowledgeVector(account_id=account_id, knowledge_id=kid, space=space, embedding=vec)
+            for (kid, _), vec in zip(rows, vectors, strict=True) if kid not in existing
+        ])
+    return len(rows) - len(existing)
+
+
+@transaction.atomic
+def drop_space_vectors(*, account_id: uuid.UUID, space: EmbeddingSpace) -> int:
+    deleted, _ = KnowledgeVector.objects.filter(account_id=account_id, space=space).delete()
+    return deleted
