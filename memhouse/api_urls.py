@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from knowledge import api as knowledge_api
 
@@ -13,4 +13,5 @@ urlpatterns = [
          name="document"),
     path("documents/<uuid:document_id>/versions", knowledge_api.DocumentVersionsApi.as_view(),
          name="document-versions"),
+    path("", include("governance.urls")),
 ]

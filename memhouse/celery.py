@@ -11,3 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memhouse.settings")
 app = Celery("memhouse")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+from memhouse.celery_schedule import BEAT_SCHEDULE  # noqa: E402
+
+app.conf.beat_schedule = BEAT_SCHEDULE
