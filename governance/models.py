@@ -83,3 +83,60 @@ class PeerQuestion(models.Model):
         db_table = "memhouse_peer_question"
         indexes = [models.Index(fields=["account", "peer", "status"]),
                    models.Index(fields=["account", "status", "deadline"])]
+
+
+class ErasureRecord(models.Model):
+    """The durable erasure ledger: one row per hard-deleted message, document or peer.
+
+    `account_id` is a plain column, not a foreign key, on purpose: the ledger outlives the
+    Account row, so restoring an older archive of the Account skips what was erased after
+    it was taken. It holds no erased content, only its SHA-256 (and, for a document, the
+    SHA-256 of each version blob). Append-only (a trigger refuses UPDATE and DELETE) and
+    under tenant RLS like every other Account table.
+    """
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message"
+        DOCUMENT = "document"
+        PEER = "peer"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account_id = models.UUIDField(db_index=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    target_id = models.UUIDField()
+    sha256 = models.CharField(max_length=64)
+    # Per-part digests: a document's version blobs; empty for messages and peers.
+    content_hashes = models.JSONField(default=list, blank=True)
+    erased_at = models.DateTimeField(default=timezone.now)
+    actor = models.CharField(max_length=100)
+    # Counts only (messages, versions, knowledge deleted or retracted); never content.
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = "memhouse_erasure_record"
+        constraints = [
+            models.UniqueConstraint(fields=["account_id", "kind", "target_id"],
+                                    name="erasure_unique_target"),
+        ]
+
+
+class DeductionRun(models.Model):
+    """One dream-time deduction attempt over a set of contributors (operational, not
+    archived). The signature is the SHA-256 of the sorted contributor ids, so a
+    redelivered or repeated run over the same inputs never asks the model again."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    subject_peer = models.ForeignKey(Peer, on_delete=models.CASCADE, related_name="+")
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    signature = models.CharField(max_length=64)
+    provider = models.CharField(max_length=100)
+    created = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_deduction_run"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "signature"],
+                                    name="deduction_run_unique_signature"),
+        ]

@@ -1,6 +1,7 @@
 from django.urls import include, path
 
 from knowledge import api as knowledge_api
+from retrieval import api as retrieval_api
 
 urlpatterns = [
     path("auth/token", knowledge_api.AuthTokenApi.as_view(), name="auth-token"),
@@ -13,5 +14,6 @@ urlpatterns = [
          name="document"),
     path("documents/<uuid:document_id>/versions", knowledge_api.DocumentVersionsApi.as_view(),
          name="document-versions"),
+    path("search", retrieval_api.SearchApi.as_view(), name="search"),
     path("", include("governance.urls")),
 ]

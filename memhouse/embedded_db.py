@@ -117,5 +117,7 @@ def database_settings(data_dir: Path | None = None) -> dict[str, object]:
         "USER": APP_ROLE,
         "HOST": db.host,
         "PORT": str(db.port),
-        "TEST": {"NAME": os.environ.get("MEMHOUSE_TEST_DB_NAME", "test_memhouse")},
+        # Per-process test database, so concurrent test runs on one server never collide.
+        "TEST": {"NAME": os.environ.get("MEMHOUSE_TEST_DB_NAME",
+                                        f"test_memhouse_{os.getpid()}")},
     }

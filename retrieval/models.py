@@ -1,4 +1,4 @@
-"""Rebuildable retrieval stores: vectors per embedding space (and, later, entity rows).
+"""Rebuildable retrieval stores: vectors per embedding space and the entity mention index.
 
 Nothing here is durable: `manage.py reembed` and the entity rebuild regenerate it all
 from governed knowledge.
@@ -12,7 +12,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
-from knowledge.models import Account, Knowledge
+from knowledge.models import Account, Knowledge, Scope
 
 
 class EmbeddingSpace(models.Model):
@@ -56,3 +56,65 @@ class KnowledgeVector(models.Model):
             models.UniqueConstraint(fields=["knowledge", "space"], name="vector_one_per_space"),
         ]
         indexes = [models.Index(fields=["account", "space"])]
+
+
+class Entity(models.Model):
+    """A named thing mentioned by the statements of one scope (the mention index).
+
+    Rebuildable and pipeline-internal: no canonical name, alias or entity id ever reaches
+    a caller. Retrieval joins through it and returns knowledge ids only. `scope` is the
+    scope whose statements produced the entity, so a name never links across scopes on its
+    own; expansion across scopes happens only between scopes the reader is authorised for.
+    """
+
+    class Kind(models.TextChoices):
+        PERSON = "person"
+        PLACE = "place"
+        ORGANISATION = "organisation"
+        THING = "thing"
+        UNKNOWN = "unknown"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    # Normalised key: case-folded, whitespace collapsed, possessive and periods stripped.
+    canonical = models.CharField(max_length=200)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.UNKNOWN)
+    mention_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_entity"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "scope", "canonical"],
+                                    name="entity_unique_canonical"),
+            models.CheckConstraint(condition=~models.Q(canonical=""),
+                                   name="entity_canonical_nonempty"),
+        ]
+
+
+class EntityMention(models.Model):
+    """One occurrence of an entity in one statement: the span [start, end) of its text."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="mentions")
+    knowledge = models.ForeignKey(Knowledge, on_delete=models.CASCADE,
+                                  related_name="entity_mentions")
+    surface = models.CharField(max_length=200)
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    confidence = models.FloatField()
+
+    class Meta:
+        db_table = "memhouse_entity_mention"
+        constraints = [
+            models.UniqueConstraint(fields=["entity", "knowledge", "start"],
+                                    name="entity_mention_unique_span"),
+            models.CheckConstraint(condition=models.Q(end__gt=models.F("start")),
+                                   name="entity_mention_span_order"),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0) & models.Q(confidence__lte=1),
+                name="entity_mention_confidence_range"),
+        ]
+        indexes = [models.Index(fields=["account", "knowledge"])]

@@ -222,7 +222,8 @@ class LLMExtractor:
         kind = item.get("kind")
         if kind not in KINDS:
             return None
-        evidence = item.get("evidence") if isinstance(item.get("evidence"), str) else ""
+        raw_evidence = item.get("evidence")
+        evidence = raw_evidence if isinstance(raw_evidence, str) else ""
         model_sensitivity = item.get("sensitivity")
         if model_sensitivity not in SENSITIVITIES:
             model_sensitivity = "internal"

@@ -4,9 +4,10 @@ The extractor is deterministic, uses only ``re`` and ``str``, and handles severa
 turns per second. Per turn it:
 
 1. **Splits** the text into sentences, and each sentence into atomic clauses at a
-   coordinating conjunction (and, but, so, or, yet), a semicolon or a spaced dash, but only
-   when the left side has a verb and the right side starts with its own subject and verb
-   ("I like X and I hate Y" gives two claims, "I like tea and cake" stays one).
+   coordinating conjunction (and, but, so, or, yet), a semicolon, a spaced dash or a comma
+   splice before a pronoun subject, but only when the left side has a verb and the right
+   side starts with its own subject and verb ("I like X and I hate Y" gives two claims, "I
+   like tea and cake" and "my family and I went" stay one).
 2. **Drops non-claims**: questions (a ``?`` or an auxiliary-first/wh-word opening),
    greetings, thanks and filler ("Hey Mel!", "Thanks!", "lol", "Wow, that's great!"),
    imperatives, conditionals ("If I win..."), clauses whose subject is an unresolved
@@ -38,18 +39,20 @@ turns per second. Per turn it:
    relation nouns (my sister, our kids, have two kids) -> fact. Stative pasts (felt,
    thought, knew, wanted) are facts. A date never changes the kind, except that it is what
    turns a future plan into an event.
-5. **Valid time**. Relative expressions are resolved against ``occurred_at`` in its own
-   time zone into half-open windows ``[relevant_from, relevant_until)`` and removed from
-   the statement: yesterday, today, tonight (18:00-06:00), this morning (06:00-12:00),
-   this afternoon, this evening, last night, tomorrow, last/this/next
-   week (ISO weeks, Monday first), weekend (Saturday-Monday of that ISO week), month, year
-   and season (meteorological, northern hemisphere), last/this past Monday..Sunday (the
-   latest one strictly before the message day), N days/weeks/months/years ago (that
-   day/ISO week/calendar month/calendar year), "a few" = 2-4 units ago, "in N days/weeks"
+5. **Valid time**. Relative expressions are resolved against ``occurred_at`` in its own time
+   zone into half-open windows ``[relevant_from, relevant_until)`` and removed from the
+   statement: yesterday, today, tonight (18:00-06:00), this morning (06:00-12:00), this
+   afternoon, this evening, last night, tomorrow, last/this/next week (ISO weeks, Monday
+   first), weekend (Saturday-Monday of that ISO week), month, year and season
+   (meteorological, northern hemisphere), last/this past Monday..Sunday (the latest one
+   strictly before the message day), N days/weeks/weekends/months/years ago (that day/ISO
+   week/weekend/calendar month/calendar year), "a few" = 2-4 units ago, "in N days/weeks"
    (future), the past week/month/year (trailing window up to the end of the message day),
-   over the weekend. Vague expressions (recently, lately, the other day, a while ago) are
-   removed and give no window. ``since X``/``from X`` keep only the start, ``until X``/
-   ``by X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May 2022", "May 3rd",
+   over the weekend (Monday-Wednesday: the one just past, else the coming one). A possessive
+   date is replaced by "the" ("during last week's game" -> "during the game", with last week
+   as valid time). Vague expressions (recently, lately, the other day, a while ago) are
+   removed and give no window. ``since X``/``from X`` keep only the start, ``until X``/``by
+   X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May 2022", "May 3rd",
    "2022-05-03", "early June") are resolved the same way; a month or day without a year is
    the latest one not after the message, or the next one not before it when the clause
    speaks about the future.
@@ -121,7 +124,7 @@ _NUM = (
     r"(?:a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an|a|one|two|three|four|"
     r"five|six|seven|eight|nine|ten|eleven|twelve|\d{1,3})"
 )
-_UNIT = r"(?:day|week|month|year)s?"
+_UNIT = r"(?:day|weekend|week|month|year)s?"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 
@@ -139,7 +142,7 @@ _REL_BODY = rf"""
      |not\s+(?:too\s+|that\s+)?long\s+ago)
 )
 """
-_REL = re.compile(rf"\b{_REL_BODY}\b(?!')", re.I | re.X)
+_REL = re.compile(rf"\b{_REL_BODY}(?:(?P<poss>'s)\b|\b(?!'))", re.I | re.X)
 _REL_FULL = re.compile(rf"\s*{_REL_BODY}\s*", re.I | re.X)
 
 _MONTH_TOKEN = (
@@ -236,6 +239,13 @@ def _shift_unit(local: datetime, unit: str, n: int, span: int = 1) -> _Window:
     tz = local.tzinfo
     today = local.date()
     unit = unit.lower().rstrip("s")
+    if unit == "weekend":
+        monday = today - timedelta(days=today.weekday())
+        start = _weekend_window(monday + timedelta(weeks=n), tz)
+        if span == 1:
+            return start
+        last = _weekend_window(monday + timedelta(weeks=n + span - 1), tz)
+        return _Window(start.start, last.end, "span")
     if unit == "day":
         return _day_window(today + timedelta(days=n), tz, span)
     if unit == "week":
@@ -308,10 +318,10 @@ def _relative_window(match: re.Match[str], local: datetime) -> _Window:
                 return _Window(_at(date(y, m, day), tz), end, "span")
             day = min(today.day, _days_in_month(today.year - 1, today.month))
             return _Window(_at(date(today.year - 1, today.month, day), tz), end, "span")
-        n = {"last": -1, "this": 0, "next": 1}[rel]
+        offset = {"last": -1, "this": 0, "next": 1}[rel]
         if unit == "weekend":
-            return _weekend_window(monday + timedelta(weeks=n), tz)
-        return _shift_unit(local, unit, n)
+            return _weekend_window(monday + timedelta(weeks=offset), tz)
+        return _shift_unit(local, unit, offset)
 
     agonum = match.group("agonum")
     if agonum:
@@ -424,7 +434,7 @@ class _DateHit:
     window: _Window
     prefix: str | None
     part_of_claim: bool
-    replacement: str | None  # text replacing a relative date that is part of the claim
+    replacement: str | None  # None: remove the phrase (frames) / keep it (claim dates)
 
 
 def _format_window(window: _Window) -> str | None:
@@ -529,7 +539,9 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         window = _relative_window(match, local)
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         replacement = None
-        if claim:
+        if match.group("poss"):  # "during last week's game" -> "during the game"
+            claim, replacement = False, "the"
+        elif claim:
             replacement = _format_window(window)
             if replacement is None:  # a vague date as part of a claim: leave it alone
                 continue
@@ -555,11 +567,12 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
             tense_future = True
         else:
             tense_future = future
-        window = _absolute_window(match, local, tense_future)
-        if window is None:
+        absolute_window = _absolute_window(match, local, tense_future)
+        if absolute_window is None:
             continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        hits.append(_DateHit(match.start(), match.end(), window, prefix_key, claim, None))
+        hits.append(_DateHit(match.start(), match.end(), absolute_window, prefix_key, claim,
+                             None))
     hits.sort(key=lambda hit: hit.start)
     return hits
 
@@ -588,7 +601,7 @@ def _remove_dates(text: str, hits: list[_DateHit]) -> str:
         if hit.part_of_claim and hit.replacement is None:
             continue
         out.append(text[cursor:hit.start])
-        if hit.part_of_claim and hit.replacement is not None:
+        if hit.replacement is not None:
             prefix = hit.prefix
             out.append(f"{prefix} {hit.replacement}" if prefix else hit.replacement)
         cursor = hit.end
@@ -867,7 +880,7 @@ _LEADING_MARKER = re.compile(
 )
 _TRAILING_FILLER = re.compile(
     r"[\s,]*\b(?:too|as\s+well|though|tho|lol|haha\w*|hehe\w*|lmao|for\s+sure|btw"
-    r"|honestly|anyway|anyways|right|tbh)\s*$",
+    r"|honestly|anyway|anyways|right|tbh|take\s+a\s+look|check\s+it\s+out|see)\s*$",
     re.I,
 )
 _INLINE_FILLER = re.compile(r"\s*\b(?:lol|lmao|haha\w*|hehe\w*)\b|(?:^|,\s*)you\s+know(?:\s+what)?"
@@ -934,7 +947,7 @@ _YOU = re.compile(r"\b(?:you|your|yours|yourself|yourselves|you're|you've|you'd|
                   r"|y'all|youre)\b", re.I)
 _FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
 _CLAUSE_SEPARATOR = re.compile(
-    r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*"
+    r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*|\s*-{2,}\s*"
     r"|(?P<comma>\s*,\s+)(?=(?:I|I'm|I've|I'd|I'll|[Ww]e|[Ww]e're|[Ww]e've|[Hh]e|[Ss]he|[Tt]hey"
     r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's)\s)"
 )
@@ -980,8 +993,12 @@ def _is_adverb(low: str) -> bool:
     return low in _ADVERBS or (low.endswith("ly") and len(low) > 4 and low not in _LY_NOT_ADVERB)
 
 
+_NOT_PAST = _wordset("shed sled bed red wed hundred sacred naked wicked kindred")
+
+
 def _is_regular_past(low: str) -> bool:
-    return len(low) > 3 and low.endswith("ed") and not low.endswith("eed") and low.isalpha()
+    return (len(low) > 3 and low.endswith("ed") and not low.endswith("eed") and low.isalpha()
+            and low not in _NOT_PAST)
 
 
 def _third_person_s(low: str) -> str | None:
@@ -1138,8 +1155,12 @@ def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
             previous_word = low
             continue
         replacement: str | None = None
-        hyphenated = (index + 1 < len(pieces) and pieces[index + 1] == "-") or (
-            index > 0 and pieces[index - 1] == "-"
+        hyphenated = (
+            index + 2 < len(pieces) and pieces[index + 1] == "-"
+            and _TOKEN.fullmatch(pieces[index + 2]) is not None
+        ) or (
+            index > 1 and pieces[index - 1] == "-"
+            and _TOKEN.fullmatch(pieces[index - 2]) is not None
         )
         if hyphenated:
             previous_word = low
@@ -1193,7 +1214,8 @@ def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
         elif addressee is not None:
             if low == "you":
                 replacement = addressee
-                if previous_word in _SUBJECT_POSITION:
+                nxt = _next_non_adverb(pieces, words, word_positions[index])
+                if previous_word in _SUBJECT_POSITION or nxt in _CONJ_SPECIAL:
                     pending = "second"
             elif low in ("your", "yours"):
                 replacement = f"{addressee}'s"
@@ -1295,21 +1317,34 @@ _VERB_AFTER = _wordset(
 )
 
 
+_TOKEN_OR_STOP = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[,;:()\"]")
+
+
 def _has_finite_clause(text: str) -> bool:
-    """A finite verb: inflected, auxiliary, or a base form after a subject pronoun or 'to'."""
+    """A finite verb: inflected, auxiliary, or a base form after a subject ('I', 'we',
+    'they', a plural noun), a modal, 'to' or 'do'; adverbs in between are skipped."""
     previous = ""
-    for token in _tokens(text):
+    for token in _TOKEN_OR_STOP.findall(text):
         low = token.lower()
+        if low in ",;:()\"":
+            previous = ","
+            continue
         if (
             low in _FINITE
             or _is_regular_past(low)
             or _third_person_s(low) is not None
             or low.endswith(("'m", "'re", "'ve", "'ll", "'d"))
             or (low.endswith("'s") and previous in ("", "it", "he", "she", "that", "there"))
-            or (low in _VERB_BASES and (previous in _VERB_AFTER or token[:1].isupper()))
+            or (low in _VERB_BASES and (
+                previous in _VERB_AFTER
+                or token[:1].isupper()
+                or (previous.endswith("s") and previous not in _STOPWORDS
+                    and previous not in _FINITE)
+            ))
         ):
             return True
-        previous = low
+        if not _is_adverb(low):
+            previous = low
     return False
 
 
@@ -1507,7 +1542,7 @@ def _content_words(analysis: str, subject_names: set[str]) -> tuple[int, bool]:
         if word in _BE_FORMS or word in ("'m", "'re", "'s"):
             rest = [w for w in words[index + 1:] if not _is_adverb(w) and w != "not"]
             nxt = rest[0] if rest else ""
-            copular = bool(nxt) and not nxt.endswith("ing") and not _is_regular_past(nxt)
+            copular = bool(nxt) and not nxt.endswith("ing")
             break
         if _is_finite_verb(word) and word not in _STOPWORDS:
             break
@@ -1523,6 +1558,15 @@ def _subject_index(words: list[str], subject: _Subject, peer_names: set[str]) ->
         if subject.mode == "peer" and word in peer_names:
             return index + 1
     return 0
+
+
+_ED_ADJECTIVES = _wordset(
+    """tired excited married interested bored scared worried stressed exhausted amazed
+    surprised thrilled pleased relieved impressed inspired motivated overwhelmed blessed
+    obsessed engaged retired annoyed frustrated confused disappointed embarrassed ashamed
+    delighted terrified frightened shocked stunned touched moved satisfied determined
+    dedicated committed involved concerned prepared supposed used allowed"""
+)
 
 
 def _event(words: list[str], start: int, future_dated: bool, durative: bool = False) -> bool:
@@ -1548,7 +1592,7 @@ def _event(words: list[str], start: int, future_dated: bool, durative: bool = Fa
     if head in ("was", "were"):
         return (nxt.endswith("ing") and nxt not in ("going",)) or (
             (_is_regular_past(nxt) or (nxt in _PARTICIPLES and nxt not in _VERB_BASES))
-            and nxt != "born"
+            and nxt != "born" and nxt not in _ED_ADJECTIVES
         )
     if head in ("have", "has", "'ve", "had"):
         if nxt == "been":

@@ -1,0 +1,45 @@
+"""POST /api/v1/search: thin view over retrieval.engine.search."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from knowledge.selectors import reader_for, scope_for_read
+from memhouse.authentication import principal_of
+from memhouse.errors import ApplicationError
+from retrieval import engine
+from retrieval.profiles import resolve_profile
+
+
+class SearchApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        query = serializers.CharField(max_length=2000, trim_whitespace=True)
+        scope = serializers.CharField(max_length=500, required=False, default="/")
+        peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+        profile = serializers.CharField(max_length=40, required=False, allow_null=True)
+        limit = serializers.IntegerField(min_value=1, max_value=engine.MAX_LIMIT, default=10)
+        offset = serializers.IntegerField(min_value=0, max_value=1000, default=0)
+        as_of = serializers.DateTimeField(required=False, allow_null=True)
+        deadline_ms = serializers.IntegerField(min_value=10, max_value=10_000, required=False)
+
+    def post(self, request: Request) -> Response:
+        if isinstance(request.data, dict) and "strategies" in request.data:
+            raise ApplicationError("strategy_override_forbidden",
+                                   "strategies come from the profile; choose a profile instead")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        principal = principal_of(request)
+        reader = reader_for(principal=principal, peer_key=v.get("peer_key"))
+        scope = scope_for_read(reader=reader, path=v["scope"])
+        profile = resolve_profile(requested=v.get("profile"), scope=scope, default="balanced")
+        if v.get("deadline_ms"):
+            profile = replace(profile, deadline_ms=v["deadline_ms"])
+        result = engine.search(reader=reader, scope=scope, query=v["query"], profile=profile,
+                               limit=v["limit"], offset=v["offset"], as_of=v.get("as_of"))
+        return Response(result.as_dict())

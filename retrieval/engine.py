@@ -1,0 +1,277 @@
+"""The retrieval engine: fan strategies out under one deadline, fuse, maybe rerank.
+
+1. Resolve the profile and reserve the rerank allowance before anything starts.
+2. Run the first-stage strategies concurrently, each on its own thread and database
+   connection, in a transaction bound to the reader's Account with
+   `SET LOCAL statement_timeout` = the time left. Late strategies are cancelled (the
+   backend query is cancelled too), dropped and reported; failures likewise.
+3. relation_expand (when the profile has it) expands the head of the interleaved seed
+   lists within the remaining time.
+4. Disagreement is computed on the raw lists, then score-aware fusion orders them.
+5. Rerank: no cross-encoder ships in a PyPI package that loads offline, so a reranking
+   profile reports rerank as skipped; nothing is faked.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from knowledge.models import Scope
+from knowledge.selectors import scope_ancestors, visible_knowledge
+from memhouse.principal import Reader
+from memhouse.tenancy import set_account
+from retrieval import fusion
+from retrieval.lexical import ANALYZER_VERSION, analyze
+from retrieval.profiles import QUERY_DEPENDENT, Profile, allowed
+from retrieval.strategies import entity_match_or_none, lexical, relation, salience, semantic
+from retrieval.strategies import temporal as temporal_strategy
+from retrieval.strategies.base import StrategyContext, StrategyResult
+
+log = logging.getLogger(__name__)
+
+FIRST_STAGE: dict[str, Callable[[StrategyContext], StrategyResult]] = {
+    "semantic": semantic.run,
+    "lexical": lexical.run,
+    "temporal": temporal_strategy.run,
+    "salience_recency": salience.run,
+}
+_entity = entity_match_or_none()
+if _entity is not None:
+    FIRST_STAGE["entity_match"] = _entity
+
+_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memhouse-strategy")
+MAX_LIMIT = 100
+
+
+@dataclass
+class SearchResult:
+    candidates: list[dict[str, Any]]
+    strategies: dict[str, Any]
+    retrieval_outcomes: list[dict[str, str]]
+    disagreement: dict[str, Any]
+    reader_posture: str
+    profile: str
+    profile_version: str
+    analyzer_version: str
+    deadline_ms: int
+    reserved_rerank_ms: int
+    rerank: dict[str, Any]
+    elapsed_ms: float
+    page: dict[str, Any]
+    lists: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out.pop("lists")
+        return out
+
+
+class _Running:
+    """A strategy on its own connection; `cancel()` interrupts its backend query."""
+
+    def __init__(self) -> None:
+        self.pgconn: Any = None
+        self.lock = threading.Lock()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.cancelled = True
+            if self.pgconn is not None:
+                try:
+                    self.pgconn.cancel_safe(timeout=0.2)
+                except Exception:  # the query may have just finished
+                    log.debug("cancel failed", exc_info=True)
+
+
+def _execute(run: Callable[[StrategyContext], StrategyResult], ctx: StrategyContext,
+             deadline: float, running: _Running) -> StrategyResult:
+    connection.close_if_unusable_or_obsolete()
+    try:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            raise TimeoutError("no time left")
+        with transaction.atomic():
+            set_account(ctx.reader.account_id)
+            with connection.cursor() as cur:
+                cur.execute(f"SET LOCAL statement_timeout = {left_ms}")
+            with running.lock:
+                running.pgconn = connection.connection
+            if running.cancelled:
+                raise TimeoutError("cancelled")
+            return run(ctx)
+    finally:
+        with running.lock:
+            running.pgconn = None
+        if not settings.DATABASES["default"].get("CONN_MAX_AGE"):
+            connection.close()
+
+
+def _run_all(jobs: dict[str, tuple[Callable[[StrategyContext], StrategyResult], StrategyContext]],
+             deadline: float) -> tuple[dict[str, StrategyResult], dict[str, str]]:
+    futures: dict[str, tuple[Future[StrategyResult], _Running]] = {}
+    for name, (run, ctx) in jobs.items():
+        running = _Running()
+        futures[name] = (_pool.submit(_execute, run, ctx, deadline, running), running)
+    done: dict[str, StrategyResult] = {}
+    dropped: dict[str, str] = {}
+    for name, (future, running) in futures.items():
+        try:
+            done[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            running.cancel()
+            future.cancel()
+            dropped[name] = "timeout"
+        except Exception as exc:
+            # statement_timeout cancels the backend with QueryCanceled.
+            if "statement timeout" in str(exc) or "canceling statement" in str(exc):
+                dropped[name] = "timeout"
+            else:
+                log.warning("strategy %s failed: %s", name, type(exc).__name__)
+                dropped[name] = "error"
+    return done, dropped
+
+
+def _interleave(lists: list[list[tuple[str, float]]], n: int) -> list[str]:
+    out: list[str] = []
+    for rank in range(max((len(items) for items in lists), default=0)):
+        for items in lists:
+            if rank < len(items) and items[rank][0] not in out:
+                out.append(items[rank][0])
+                if len(out) >= n:
+                    return out
+    return out
+
+
+def _space_and_vector(reader: Reader, query: str) -> tuple[uuid.UUID | None, tuple[float, ...]]:
+    from retrieval.embedding import get_embedder, query_cache
+    from retrieval.models import EmbeddingSpace
+
+    embedder = get_embedder()
+    ident = embedder.identity
+    space = EmbeddingSpace.objects.filter(provider=ident.provider, model=ident.model,
+                                          version=ident.version, dims=ident.dims).first()
+    if space is None:  # nothing embedded in this identity yet
+        return None, ()
+    vector = query_cache().get_or_compute(reader.account_id, embedder, query)
+    return space.id, tuple(vector)
+
+
+def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit: int = 10,
+           offset: int = 0, as_of: datetime | None = None,
+           strategies: tuple[str, ...] | None = None, blank_fallback: bool = False
+           ) -> SearchResult:
+    """Search for `reader` at `scope`. `strategies` is an internal evaluation override."""
+    started = time.monotonic()
+    reserved = profile.rerank_reserve_ms if profile.rerank else 0
+    deadline = started + max(1, profile.deadline_ms - reserved) / 1000.0
+    now = timezone.now()
+    configured = tuple(strategies or profile.strategies)
+    weights = {s: profile.weights.get(s, 1.0) for s in configured}
+    lex = analyze(query)
+    scope_ids = tuple(scope_ancestors(scope).values_list("id", flat=True))
+    head = max(profile.head, limit + offset)
+    dropped: dict[str, str] = {s: "disabled" for s in configured if not allowed(s)}
+    runnable = [s for s in configured if s not in dropped]
+    missing = [s for s in runnable if s != "relation_expand" and s not in FIRST_STAGE]
+    dropped.update({s: "unavailable" for s in missing})
+    space_id: uuid.UUID | None = None
+    vector: tuple[float, ...] = ()
+    if "semantic" in runnable and query.strip():
+        try:
+            space_id, vector = _space_and_vector(reader, query)
+        except Exception:
+            log.warning("query embedding failed", exc_info=True)
+            dropped["semantic"] = "error"
+    base = StrategyContext(
+        reader=reader, scope_ids=scope_ids, query=query, lexical=lex, now=now, limit=head,
+        as_of=as_of, query_vector=vector or None, space_id=space_id,
+        options={"lanes": profile.lanes, "blank_fallback": blank_fallback})
+    jobs = {s: (FIRST_STAGE[s], base) for s in runnable
+            if s in FIRST_STAGE and s not in dropped}
+    done, late = _run_all(jobs, deadline)
+    dropped.update(late)
+    if "relation_expand" in runnable and "relation_expand" not in dropped:
+        first_lists = [r.candidates for r in done.values() if r.applicable]
+        seeds = tuple(_interleave(first_lists, profile.seed_head))
+        ctx = StrategyContext(**{**base.__dict__, "seeds": seeds,
+                                 "limit": max(10, profile.seed_head * relation.PER_SEED_CAP)})
+        rel_done, rel_late = _run_all({"relation_expand": (relation.run, ctx)}, deadline)
+        done.update(rel_done)
+        dropped.update(rel_late)
+    lists = {n: r.candidates for n, r in done.items() if r.applicable}
+    outcomes: list[dict[str, str]] = []
+    for name, r in sorted(done.items()):
+        if not r.applicable:
+            outcomes.append({"strategy": name, "outcome": "not_applicable",
+                             "reason_class": r.reason or "applicability"})
+        if "authorization_filtered" in r.flags:
+            outcomes.append({"strategy": name, "outcome": "candidate_filter",
+                             "reason_class": "authorization_filtered"})
+    disagreement = fusion.disagreement(lists, query_dependent=set(QUERY_DEPENDENT))
+    fused = fusion.fuse({n: c for n, c in lists.items()}, weights, rrf_k=profile.rrf_k)
+    page_items = fused[offset: offset + limit]
+    rerank = ({"status": "skipped", "reason": "no_reranker_available"} if profile.rerank
+              else {"status": "not_requested"})
+    candidates = _hydrate(reader, scope_ids, now, page_items, done, offset)
+    elapsed = (time.monotonic() - started) * 1000
+    return SearchResult(
+        candidates=candidates,
+        strategies={
+            "contributed": sorted(n for n, c in lists.items() if c),
+            "empty": sorted(n for n, c in lists.items() if not c),
+            "not_applicable": sorted(n for n, r in done.items() if not r.applicable),
+            "dropped": [{"name": n, "reason": why} for n, why in sorted(dropped.items())],
+        },
+        retrieval_outcomes=outcomes, disagreement=dict(disagreement),
+        reader_posture=reader.posture, profile=profile.name,
+        profile_version=profile.version, analyzer_version=ANALYZER_VERSION,
+        deadline_ms=profile.deadline_ms, reserved_rerank_ms=reserved, rerank=rerank,
+        elapsed_ms=round(elapsed, 2),
+        page={"limit": limit, "offset": offset,
+              "next_offset": offset + limit if len(fused) > offset + limit else None},
+        lists=lists,
+    )
+
+
+def _hydrate(reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime,
+             items: list[fusion.FusedCandidate], done: dict[str, StrategyResult],
+             offset: int) -> list[dict[str, Any]]:
+    """Statements for the page, read again through the visibility filter (in order)."""
+    ids = [c.id for c in items]
+    rows = {str(k.id): k for k in visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
+            .filter(id__in=ids).select_related("scope", "subject_peer")}
+    out: list[dict[str, Any]] = []
+    for position, cand in enumerate(items):
+        k = rows.get(cand.id)
+        if k is None:  # changed state since the strategies ran
+            continue
+        entry: dict[str, Any] = {
+            "id": cand.id, "rank": offset + position + 1, "statement": k.statement,
+            "subject_peer_key": k.subject_peer.key if k.subject_peer else None,
+            "scope": k.scope.path, "kind": k.kind, "level": k.level, "state": k.state,
+            "confidence": k.confidence, "sensitivity": k.sensitivity,
+            "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
+            "inserted_at": k.inserted_at, "fusion_score": round(cand.fusion_score, 6),
+            "scores": {name: {key: (round(v, 6) if isinstance(v, float) else v)
+                              for key, v in detail.items()}
+                       for name, detail in cand.strategies.items()},
+        }
+        sem = done.get("semantic")
+        if sem is not None and cand.id in sem.details and "lane" in sem.details[cand.id]:
+            entry["lane"] = sem.details[cand.id]
+        out.append(entry)
+    return out

@@ -1,0 +1,105 @@
+"""Retrieval profiles: named, versioned bundles of strategies, weights, rank constant,
+rerank and deadline. Scopes may override them, inherited nearest-wins down the tree."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.conf import settings
+
+from memhouse.errors import ApplicationError
+
+ALL_STRATEGIES = ("semantic", "lexical", "temporal", "salience_recency", "entity_match",
+                  "relation_expand")
+# Strategies whose output depends on the query text (for disagreement.query_dependent_empty).
+QUERY_DEPENDENT = frozenset({"semantic", "lexical", "temporal", "entity_match",
+                             "relation_expand"})
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    version: str
+    strategies: tuple[str, ...]
+    weights: dict[str, float]
+    rrf_k: int = 15
+    rerank: bool = False
+    deadline_ms: int = 300
+    # Reserved before strategies start when rerank is on.
+    rerank_reserve_ms: int = 0
+    head: int = 50  # candidates each strategy returns
+    seed_head: int = 10  # relation_expand expands from this many interleaved seeds
+    lanes: bool = False  # minimal: direct and derived semantic lanes
+    experimental: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+BASE_PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("fast", "fast-v1", ("semantic", "salience_recency"),
+                {"semantic": 1.0, "salience_recency": 0.5}, deadline_ms=100, head=20),
+        Profile("balanced", "balanced-v1", ("semantic", "lexical", "temporal", "entity_match"),
+                {"semantic": 1.0, "lexical": 1.0, "temporal": 0.6, "entity_match": 0.6},
+                deadline_ms=300),
+        Profile("thorough", "thorough-v1", ALL_STRATEGIES,
+                {"semantic": 1.0, "lexical": 1.0, "temporal": 0.6, "salience_recency": 0.3,
+                 "entity_match": 0.6, "relation_expand": 0.4},
+                rerank=True, deadline_ms=1500, rerank_reserve_ms=300, head=80),
+        Profile("minimal", "minimal-v1", ("semantic", "lexical"),
+                {"semantic": 1.0, "lexical": 1.0}, deadline_ms=300, lanes=True,
+                experimental=True),
+    )
+}
+_OVERRIDABLE = {"weights", "rrf_k", "deadline_ms", "head"}
+
+
+def _apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
+    clean = {k: v for k, v in overrides.items() if k in _OVERRIDABLE}
+    if not clean:
+        return profile
+    weights = dict(profile.weights)
+    for name, w in (clean.pop("weights", None) or {}).items():
+        if name in profile.weights and isinstance(w, (int, float)) and w >= 0:
+            weights[name] = float(w)
+    changes: dict[str, Any] = {"weights": weights}
+    for key in ("rrf_k", "deadline_ms", "head"):
+        if isinstance(clean.get(key), int) and clean[key] > 0:
+            changes[key] = clean[key]
+    return replace(profile, **changes, overrides={**overrides})
+
+
+def _versioned(profile: Profile) -> Profile:
+    """Suffix the version with a digest of whatever changes ranking beyond the base: scope
+    overrides and the embedder's query prefix."""
+    extra = {"overrides": profile.overrides,
+             "query_prefix": getattr(settings, "MEMHOUSE_EMBEDDING_QUERY_PREFIX", "")}
+    if not profile.overrides and not extra["query_prefix"]:
+        return profile
+    digest = hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
+    return replace(profile, version=f"{profile.version}+{digest}")
+
+
+def resolve_profile(*, requested: str | None, scope: Any, default: str) -> Profile:
+    """The profile for a read at `scope`: explicit request, else the nearest scope's
+    `retrieval_profile`, else `default`; then that scope chain's overrides, nearest-wins."""
+    from knowledge.services import scope_setting
+
+    name = requested or scope_setting(scope=scope, key="retrieval_profile", default=default)
+    profile = BASE_PROFILES.get(name)
+    if profile is None:
+        raise ApplicationError("unknown_profile", f"profile must be one of "
+                               f"{sorted(p for p in BASE_PROFILES if p != 'minimal')}")
+    if profile.experimental and not settings.MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL:
+        raise ApplicationError("profile_disabled", "the minimal profile is experimental; "
+                               "set MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL=true to use it")
+    overrides = (scope_setting(scope=scope, key="retrieval_profiles", default={}) or {})
+    return _versioned(_apply_overrides(profile, overrides.get(name) or {}))
+
+
+def allowed(strategy: str) -> bool:
+    """The operator allowlist: a strategy absent from it never runs."""
+    return strategy in settings.MEMHOUSE_STRATEGY_ALLOWLIST
