@@ -1,0 +1,114 @@
+"""Queuing through a real Redis broker and a real Celery worker."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+import redis
+from celery.contrib.testing.worker import start_worker
+from kombu import pools as kombu_pools
+
+from knowledge import services
+from knowledge.models import Knowledge, Message
+from memhouse.celery import app
+from memhouse.tenancy import account_context
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.queue]
+BROKER = "redis://127.0.0.1:6379/15"  # a database of its own, emptied by each test
+QUEUE = "memhouse-test"
+
+
+def _reset_pool() -> None:
+    """Forget broker connections so the next publish uses the current broker_url."""
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
+    kombu_pools.reset()  # kombu keeps producer pools per connection, globally
+
+
+@pytest.fixture
+def broker():
+    client = redis.Redis.from_url(BROKER)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.fail("these tests need Redis on 127.0.0.1:6379 (.ci/run starts it)")
+    client.flushdb()
+    saved = (app.conf.task_always_eager, app.conf.broker_url, app.conf.task_default_queue)
+    app.conf.update(task_always_eager=False, broker_url=BROKER, task_default_queue=QUEUE)
+    _reset_pool()
+    yield client
+    app.conf.update(task_always_eager=saved[0], broker_url=saved[1], task_default_queue=saved[2])
+    _reset_pool()
+    client.flushdb()
+
+
+def _ingest(live_server, world, text: str) -> httpx.Response:
+    with account_context(world.account.id):
+        if not services.Peer.objects.filter(key="caroline").exists():
+            services.peer_create(account_id=world.account.id, key="caroline", kind="human",
+                                 display_name="Caroline")
+    return httpx.post(f"{live_server.url}/api/v1/messages", timeout=30,
+                      headers={"Authorization": f"Bearer {world.agent_key}"},
+                      json={"scope": "/", "messages": [{"peer_key": "caroline", "text": text}]})
+
+
+def _wait(predicate, seconds: float = 60.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_ingest_is_queued_on_redis_and_a_worker_processes_it(live_server, committed_world,
+                                                               broker):
+    w = committed_world
+    r = _ingest(live_server, w, "I adopted a rescue greyhound named Pixel.")
+    assert r.status_code == 202
+    with account_context(w.account.id):
+        assert Message.objects.get().extracted_at is None  # durable, not yet processed
+    assert broker.llen(QUEUE) == 1  # the task waits on the real broker
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=[QUEUE],
+                      shutdown_timeout=120):
+        def done() -> bool:
+            with account_context(w.account.id):
+                return Knowledge.objects.filter(state="active").exists()
+        assert _wait(done)
+    with account_context(w.account.id):
+        k = Knowledge.objects.get(state="active")
+        assert k.statement == "Caroline adopted a rescue greyhound named Pixel."
+        assert Message.objects.get().extracted_at is not None
+
+
+def test_broker_outage_keeps_messages_and_the_sweeper_resumes_work(live_server,
+                                                                    committed_world, broker):
+    w = committed_world
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app.conf.broker_connection_retry = False
+    app.conf.broker_connection_max_retries = 0
+    _reset_pool()
+    try:
+        r = _ingest(live_server, w, "I started learning the cello.")
+    finally:
+        app.conf.broker_url = BROKER
+        _reset_pool()
+    assert r.status_code == 202  # the committed batch is not failed by the broker
+    with account_context(w.account.id):
+        assert Message.objects.filter(extracted_at__isnull=True).count() == 1
+    from knowledge.tasks import sweep_unprocessed
+
+    assert sweep_unprocessed(older_than_seconds=0) == 1
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=[QUEUE],
+                      shutdown_timeout=120):
+        def done() -> bool:
+            with account_context(w.account.id):
+                return not Message.objects.filter(extracted_at__isnull=True).exists()
+        assert _wait(done)
+    with account_context(w.account.id):
+        assert Knowledge.objects.filter(statement="Caroline started learning the cello.",
+                                        state="active").exists()
