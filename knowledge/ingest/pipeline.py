@@ -153,10 +153,13 @@ _EMBEDDABLE = {lifecycle.ACTIVE, lifecycle.PROVISIONAL, lifecycle.HELD}
 def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> None:
     if not knowledge_ids:
         return
+    from retrieval.entity_tasks import index_entities as index_entities_task
     from retrieval.tasks import embed_knowledge as embed_knowledge_task
 
     ids = list(dict.fromkeys(knowledge_ids))
     transaction.on_commit(lambda: embed_knowledge_task.delay(str(account_id), ids), robust=True)
+    # The entity mention index is rebuildable and internal; it follows every new statement.
+    transaction.on_commit(lambda: index_entities_task.delay(str(account_id), ids), robust=True)
 
 
 # --- Documents -------------------------------------------------------------------------
