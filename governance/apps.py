@@ -3,3 +3,11 @@ from django.apps import AppConfig
 
 class GovernanceConfig(AppConfig):
     name = "governance"
+
+    def ready(self) -> None:
+        from governance.workers import on_knowledge_transition
+        from knowledge.lifecycle import register_refresh_hook
+
+        # A contributor leaving `active` sends the deductions derived from it to
+        # needs_revalidation (checked by a task after commit).
+        register_refresh_hook(on_knowledge_transition)

@@ -15,4 +15,46 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": crontab(minute="*/10"),
         "options": {"expires": 900},
     },
+    # Hourly at :05: current statements past expires_at -> expired.
+    "governance-expire-due": {
+        "task": "governance.expire_due",
+        "schedule": crontab(minute=5),
+        "options": {"expires": 5400},
+    },
+    # Hourly at :20: active statements past revalidate_after -> needs_revalidation.
+    "governance-revalidate-due": {
+        "task": "governance.revalidate_due",
+        "schedule": crontab(minute=20),
+        "options": {"expires": 5400},
+    },
+    # Daily at 03:00 (dream-time): held rows whose review is overdue -> rejected.
+    "governance-age-overdue-reviews": {
+        "task": "governance.age_overdue_reviews",
+        "schedule": crontab(hour=3, minute=0),
+        "options": {"expires": 129600},
+    },
+    # Daily at 03:10 (dream-time): unanswered confirmation/revalidation questions -> stale.
+    "governance-decay-unanswered-questions": {
+        "task": "governance.decay_unanswered_questions",
+        "schedule": crontab(hour=3, minute=10),
+        "options": {"expires": 129600},
+    },
+    # Daily at 03:20 (dream-time): rebuild the entity mention index.
+    "governance-resolve-entities": {
+        "task": "governance.resolve_entities",
+        "schedule": crontab(hour=3, minute=20),
+        "options": {"expires": 129600},
+    },
+    # Daily at 03:40 (dream-time): consolidate near-duplicate active statements.
+    "governance-consolidate-duplicates": {
+        "task": "governance.consolidate_duplicates",
+        "schedule": crontab(hour=3, minute=40),
+        "options": {"expires": 129600},
+    },
+    # Daily at 04:00 (dream-time): deduction over several statements (needs a provider).
+    "governance-deduce": {
+        "task": "governance.deduce",
+        "schedule": crontab(hour=4, minute=0),
+        "options": {"expires": 129600},
+    },
 }

@@ -1,0 +1,268 @@
+"""Thin DRF views for governance: curator decisions, subject self-governance, peer
+questions and erasure. Each parses input, calls one selector and one service, and
+serialises the result."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance import selectors, services
+from governance.models import PeerQuestion, Validation
+from knowledge.models import Knowledge
+from memhouse.authentication import IsHumanCurator, principal_of
+from memhouse.principal import Principal
+
+
+class IsAccountAdmin(BasePermission):
+    message = "only account administrators may do this"
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return isinstance(request.user, Principal) and request.user.is_admin
+
+
+def _ts(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def knowledge_out(k: Knowledge) -> dict[str, Any]:
+    return {
+        "id": str(k.id), "statement": k.statement,
+        "subject": k.subject_peer.key if k.subject_peer is not None else None,
+        "scope": k.scope.path,
+        "held_scope": k.held_scope.path if k.held_scope is not None else None,
+        "kind": k.kind, "level": k.level, "confidence": k.confidence,
+        "sensitivity": k.sensitivity, "state": k.state, "state_reason": k.state_reason,
+        "verification": k.verification, "source_count": k.source_count,
+        "inserted_at": _ts(k.inserted_at), "updated_at": _ts(k.updated_at),
+        "revalidate_after": _ts(k.revalidate_after), "expires_at": _ts(k.expires_at),
+        "relevant_from": _ts(k.relevant_from), "relevant_until": _ts(k.relevant_until),
+        "lifecycle_doc": f"/docs/lifecycle.md#{k.state}",
+    }
+
+
+def validation_out(v: Validation) -> dict[str, Any]:
+    return {"id": str(v.id), "kind": v.kind, "status": v.status, "reason": v.reason,
+            "target_level": v.target_level or None,
+            "target_scope": v.target_scope.path if v.target_scope is not None else None,
+            "due_at": _ts(v.due_at), "created_at": _ts(v.created_at), "note": v.note}
+
+
+def question_out(q: PeerQuestion) -> dict[str, Any]:
+    return {"id": str(q.id), "kind": q.kind, "text": q.text, "status": q.status,
+            "answers": list(services.ANSWERS[PeerQuestion.Kind(q.kind)]),
+            "deadline": _ts(q.deadline), "created_at": _ts(q.created_at),
+            "answer": q.answer or None, "answered_at": _ts(q.answered_at),
+            "knowledge": {"id": str(q.knowledge_id), "statement": q.knowledge.statement,
+                          "state": q.knowledge.state, "scope": q.knowledge.scope.path}}
+
+
+class _PageQuery(serializers.Serializer):
+    cursor = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    limit = serializers.CharField(required=False, allow_blank=True, max_length=10)
+
+
+def _page_args(request: Request) -> dict[str, Any]:
+    data = _PageQuery(data=request.query_params)
+    data.is_valid(raise_exception=True)
+    return {"cursor": data.validated_data.get("cursor") or None,
+            "limit": selectors.parse_limit(data.validated_data.get("limit"))}
+
+
+class _NoteInput(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, default="",
+                                 max_length=services.MAX_REASON_CHARS)
+
+
+# --- curators ---------------------------------------------------------------------------
+
+class CuratorQueueApi(APIView):
+    """GET ?state=held|contested&cursor&limit: statements awaiting a curator."""
+
+    permission_classes = [IsHumanCurator]
+
+    def get(self, request: Request) -> Response:
+        p = principal_of(request)
+        page = selectors.curator_queue(principal=p, state=request.query_params.get("state"),
+                                       **_page_args(request))
+        items = [{**knowledge_out(k),
+                  "validations": [validation_out(v) for v in k.open_validations]}
+                 for k in page.items]
+        return Response({"items": items, "next_cursor": page.next_cursor})
+
+
+class CuratorApproveApi(APIView):
+    permission_classes = [IsHumanCurator]
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = _NoteInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        item = services.knowledge_approve(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class CuratorRejectApi(APIView):
+    permission_classes = [IsHumanCurator]
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = _NoteInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        item = services.knowledge_reject(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class CuratorResolveApi(APIView):
+    """POST {"outcome": "for"|"against", "note"}: decide a subject's dispute."""
+
+    permission_classes = [IsHumanCurator]
+
+    class InputSerializer(_NoteInput):
+        outcome = serializers.ChoiceField(choices=["for", "against"])
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        item = services.contest_resolve(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class CuratorPromoteApi(APIView):
+    """POST {"level": "scope"|"account", "scope": "/path"}: request a wider placement."""
+
+    permission_classes = [IsHumanCurator]
+
+    class InputSerializer(serializers.Serializer):
+        level = serializers.ChoiceField(choices=[Knowledge.Level.SCOPE, Knowledge.Level.ACCOUNT])
+        scope = serializers.CharField(required=False, max_length=500)
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        scope = selectors.scope_for_curator(principal=p, path=v["scope"]) if v.get(
+            "scope") else None
+        item = services.knowledge_promote(item=item, actor=p.peer, level=v["level"],
+                                          scope=scope)
+        return Response({"knowledge": knowledge_out(item)}, status=202)
+
+
+# --- subjects ---------------------------------------------------------------------------
+
+class MyKnowledgeApi(APIView):
+    """GET ?cursor&limit: everything about me, in any scope and state."""
+
+    def get(self, request: Request) -> Response:
+        page = selectors.knowledge_about_me(principal=principal_of(request),
+                                            **_page_args(request))
+        return Response({"items": [knowledge_out(k) for k in page.items],
+                         "next_cursor": page.next_cursor})
+
+
+class MyKnowledgeConfirmApi(APIView):
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
+        item = services.knowledge_confirm(item=item, actor=p.peer)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class _ReasonInput(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, default="",
+                                   max_length=services.MAX_REASON_CHARS)
+
+
+class MyKnowledgeContestApi(APIView):
+    """POST {"reason": "..."} (required)."""
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
+        data = _ReasonInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = services.knowledge_contest(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class MyKnowledgeRedactApi(APIView):
+    """POST {"reason": "..."} (optional, kept in the lifecycle evidence)."""
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
+        data = _ReasonInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = services.knowledge_redact(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+# --- questions --------------------------------------------------------------------------
+
+class MyQuestionsApi(APIView):
+    """GET ?status=open|answered|expired&cursor&limit: questions put to me."""
+
+    def get(self, request: Request) -> Response:
+        page = selectors.questions_for_me(
+            principal=principal_of(request),
+            status=request.query_params.get("status") or PeerQuestion.Status.OPEN,
+            **_page_args(request))
+        return Response({"items": [question_out(q) for q in page.items],
+                         "next_cursor": page.next_cursor})
+
+
+class QuestionAnswerApi(APIView):
+    """POST {"answer": "yes"|"no"} (consent questions: "consent"|"decline")."""
+
+    class InputSerializer(serializers.Serializer):
+        answer = serializers.CharField(max_length=20)
+
+    def post(self, request: Request, question_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        question = selectors.question_for_me(principal=p, question_id=question_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        question = services.question_answer(question=question, actor=p.peer,
+                                            answer=data.validated_data["answer"])
+        question.knowledge.refresh_from_db()
+        return Response({"question": question_out(question)})
+
+
+# --- erasure ----------------------------------------------------------------------------
+
+class ErasureApi(APIView):
+    """POST exactly one of {"message_id"}, {"document_id"}, {"peer_key"}: hard-delete it."""
+
+    permission_classes = [IsAccountAdmin]
+
+    class InputSerializer(serializers.Serializer):
+        message_id = serializers.UUIDField(required=False)
+        document_id = serializers.UUIDField(required=False)
+        peer_key = serializers.CharField(required=False, max_length=200)
+
+    def post(self, request: Request) -> Response:
+        from governance.erasure import erasure_execute
+
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        outcome = erasure_execute(actor=p.peer, **data.validated_data)
+        r = outcome.record
+        return Response({"erasure": {
+            "id": str(r.id), "kind": r.kind, "target_id": str(r.target_id), "sha256": r.sha256,
+            "erased_at": _ts(r.erased_at), "knowledge_retracted": outcome.retracted,
+            "knowledge_deleted": outcome.deleted_knowledge,
+            "messages_deleted": outcome.deleted_messages,
+            "versions_deleted": outcome.deleted_versions}}, status=200)

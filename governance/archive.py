@@ -1,0 +1,445 @@
+"""Account archives: the durable tables of one Account as JSON lines in a .tar.gz.
+
+Layout::
+
+    manifest.json              format, version, account, audit head (seq, hash),
+                               per-table row counts and SHA-256 of each member
+    tables/<table>.jsonl       one JSON object per row, column name -> value
+
+Only durable data is archived (accounts, sign-in users of the Account's humans, scopes,
+peers, credentials, sessions, messages, documents, document versions with their blobs,
+knowledge, knowledge sources, relations, lifecycle events, audit entries, validations,
+peer questions, erasure records). Derived data is rebuilt on import: document chunks are
+re-cut from each version, embedding is enqueued for every embeddable statement, and the
+entity index is rebuilt when the retrieval module provides it.
+
+Import inserts knowledge in its archived state, which the knowledge insert trigger allows
+only while the transaction-local setting `memhouse.archive_import` is 'on'. Content named
+in the erasure ledger (the archive's and the database's, which outlives the Account row)
+is skipped, and statements left with no live source are retracted (f4_source_erased).
+The audit chain is verified against the manifest head before the import commits.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import tarfile
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connection, models, transaction
+from django.utils import timezone
+
+from governance.models import ErasureRecord, PeerQuestion, Validation
+from knowledge import audit
+from knowledge.models import (
+    Account,
+    AuditEntry,
+    Credential,
+    Document,
+    DocumentChunk,
+    DocumentVersion,
+    Knowledge,
+    KnowledgeSource,
+    LifecycleEvent,
+    Message,
+    Peer,
+    Relation,
+    Scope,
+    Session,
+)
+from memhouse.tenancy import set_account
+
+FORMAT = "memhouse.account-archive"
+VERSION = 1
+ARCHIVE_IMPORT_SETTING = "memhouse.archive_import"
+BATCH = 1000
+Progress = Callable[[str], None]
+
+
+class ArchiveError(Exception):
+    pass
+
+
+def _user_model() -> type[models.Model]:
+    return get_user_model()
+
+
+# Import order; foreign keys are deferred to commit, so order matters only for the skip
+# bookkeeping (a table is filtered after the tables it refers to).
+def tables() -> list[tuple[str, type[models.Model]]]:
+    return [
+        ("accounts", Account), ("users", _user_model()), ("scopes", Scope), ("peers", Peer),
+        ("credentials", Credential), ("sessions", Session), ("messages", Message),
+        ("documents", Document), ("document_versions", DocumentVersion),
+        ("knowledge", Knowledge), ("knowledge_sources", KnowledgeSource),
+        ("relations", Relation), ("lifecycle_events", LifecycleEvent),
+        ("audit_entries", AuditEntry), ("validations", Validation),
+        ("peer_questions", PeerQuestion), ("erasure_records", ErasureRecord),
+    ]
+
+
+def _columns(model: type[models.Model]) -> list[models.Field[Any, Any]]:
+    return list(model._meta.concrete_fields)
+
+
+def _encode(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bool, int, float, dict, list)):
+        return value
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()  # full microseconds: the audit hash covers created_at
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Decimal):
+        return str(value)
+    raise ArchiveError(f"cannot archive a value of type {type(value).__name__}")
+
+
+def _decode(model: type[models.Model], row: dict[str, Any]) -> models.Model:
+    values: dict[str, Any] = {}
+    for f in _columns(model):
+        if f.attname not in row:
+            raise ArchiveError(f"{model.__name__} row lacks column {f.attname}")
+        raw = row[f.attname]
+        values[f.attname] = None if raw is None else f.to_python(raw)
+    return model(**values)
+
+
+def _queryset(name: str, model: type[models.Model], account_id: uuid.UUID) -> Any:
+    mgr = model._default_manager
+    if name == "accounts":
+        return mgr.filter(id=account_id)
+    if name == "users":
+        ids = Peer.objects.filter(account_id=account_id, user__isnull=False).values("user_id")
+        return mgr.filter(pk__in=ids).order_by("pk")
+    qs = mgr.filter(account_id=account_id)
+    return qs.order_by("seq") if model is AuditEntry else qs.order_by("pk")
+
+
+def _write_table(path: Path, model: type[models.Model], qs: Any) -> tuple[int, str]:
+    names = [f.attname for f in _columns(model)]
+    digest = hashlib.sha256()
+    count = 0
+    with path.open("wb") as out:
+        for values in qs.values_list(*names).iterator(chunk_size=2000):
+            line = json.dumps({n: _encode(v) for n, v in zip(names, values, strict=True)},
+                              ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            data = (line + "\n").encode("utf-8")
+            out.write(data)
+            digest.update(data)
+            count += 1
+    return count, digest.hexdigest()
+
+
+def export_account(account_id: uuid.UUID | str, out_path: str | Path, *,
+                   progress: Progress = print) -> dict[str, Any]:
+    """Write the Account's durable tables to `out_path` (.tar.gz); return the manifest.
+
+    Reads run in one REPEATABLE READ, READ ONLY transaction, so every table is from the
+    same snapshot and the manifest's audit head matches the archived chain."""
+    account_id = uuid.UUID(str(account_id))
+    out_path = Path(out_path)
+    outermost = not connection.in_atomic_block
+    with tempfile.TemporaryDirectory() as tmp, transaction.atomic():
+        if outermost:  # nested in a caller's transaction (tests), its snapshot applies
+            with connection.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        set_account(account_id)
+        account = Account.objects.filter(id=account_id).first()
+        if account is None:
+            raise ArchiveError(f"no Account {account_id}")
+        head = (AuditEntry.objects.filter(account_id=account_id).order_by("-seq")
+                .values("seq", "hash").first()) or {"seq": 0, "hash": audit.GENESIS}
+        progress(f"exporting Account {account.slug} ({account_id})")
+        members: dict[str, dict[str, Any]] = {}
+        for name, model in tables():
+            count, digest = _write_table(Path(tmp) / f"{name}.jsonl", model,
+                                         _queryset(name, model, account_id))
+            members[name] = {"rows": count, "sha256": digest}
+            progress(f"  {name}: {count} rows")
+        manifest = {
+            "format": FORMAT, "version": VERSION, "account_id": str(account_id),
+            "account_slug": account.slug, "exported_at": timezone.now().isoformat(),
+            "audit_head": {"seq": head["seq"], "hash": head["hash"]}, "tables": members,
+        }
+        manifest_path = Path(tmp) / "manifest.json"
+        manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        with tarfile.open(out_path, "w:gz") as tar:
+            tar.add(manifest_path, arcname="manifest.json")
+            for name, _ in tables():
+                tar.add(Path(tmp) / f"{name}.jsonl", arcname=f"tables/{name}.jsonl")
+    progress(f"audit head seq={head['seq']} hash={head['hash']}")
+    progress(f"wrote {out_path} ({out_path.stat().st_size} bytes)")
+    return manifest
+
+
+# --- import -----------------------------------------------------------------------------
+
+@dataclass
+class _Skips:
+    """What the erasure ledger says must not come back, and what that touches."""
+
+    messages: set[str] = field(default_factory=set)
+    documents: set[str] = field(default_factory=set)
+    peers: set[str] = field(default_factory=set)
+    users: set[Any] = field(default_factory=set)
+    versions: set[str] = field(default_factory=set)
+    knowledge: set[str] = field(default_factory=set)
+    validations: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)  # statements that lost a source
+
+    def add(self, kind: str, target_id: str) -> None:
+        {"message": self.messages, "document": self.documents,
+         "peer": self.peers}[kind].add(str(target_id))
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _extract(in_path: Path, tmp: Path) -> dict[str, Any]:
+    """Extract only the expected members (no path from the archive is trusted) and check
+    each against the manifest."""
+    expected = {"manifest.json"} | {f"tables/{name}.jsonl" for name, _ in tables()}
+    with tarfile.open(in_path, "r:gz") as tar:
+        for member in tar.getmembers():
+            if member.name not in expected or not member.isfile():
+                raise ArchiveError(f"unexpected archive member {member.name!r}")
+            src = tar.extractfile(member)
+            assert src is not None
+            (tmp / member.name.replace("/", "__")).write_bytes(src.read())
+    manifest_file = tmp / "manifest.json"
+    if not manifest_file.exists():
+        raise ArchiveError("the archive has no manifest.json")
+    manifest: dict[str, Any] = json.loads(manifest_file.read_text())
+    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        raise ArchiveError("not a MemHouse account archive of a supported version")
+    for name, _ in tables():
+        path = tmp / f"tables__{name}.jsonl"
+        info = manifest["tables"].get(name)
+        if info is None or not path.exists():
+            raise ArchiveError(f"the archive lacks table {name}")
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != info["sha256"]:
+            raise ArchiveError(f"table {name} does not match its manifest digest")
+        if sum(1 for line in data.splitlines() if line.strip()) != info["rows"]:
+            raise ArchiveError(f"table {name} does not match its manifest row count")
+    return manifest
+
+
+def _keep(name: str, row: dict[str, Any], skip: _Skips) -> bool:
+    """Apply the erasure ledger to one archived row (may blank references in place)."""
+    def gone_peer(col: str) -> bool:
+        return row.get(col) is not None and row[col] in skip.peers
+
+    if name == "users":
+        return row["id"] not in skip.users
+    if name == "peers":
+        return row["id"] not in skip.peers
+    if name == "credentials":
+        return not gone_peer("peer_id")
+    if name == "messages":
+        if row["id"] in skip.messages or gone_peer("peer_id"):
+            skip.messages.add(row["id"])
+            return False
+        return True
+    if name == "documents":
+        if gone_peer("peer_id"):
+            row["peer_id"] = None
+        return row["id"] not in skip.documents
+    if name == "document_versions":
+        if row["document_id"] in skip.documents:
+            skip.versions.add(row["id"])
+            return False
+        return True
+    if name == "knowledge":
+        for col in ("proposed_by_id",):
+            if gone_peer(col):
+                row[col] = None
+        if row.get("supersedes_id") in skip.knowledge:
+            row["supersedes_id"] = None
+        return row["id"] not in skip.knowledge
+    if name == "knowledge_sources":
+        if row["knowledge_id"] in skip.knowledge:
+            return False
+        if row.get("message_id") in skip.messages or row.get(
+                "document_version_id") in skip.versions:
+            skip.touched.add(row["knowledge_id"])
+            return False
+        return True
+    if name == "relations":
+        return row["source_id"] not in skip.knowledge and row["target_id"] not in skip.knowledge
+    if name == "lifecycle_events":
+        if gone_peer("actor_peer_id"):
+            row["actor_peer_id"] = None
+        return row["knowledge_id"] not in skip.knowledge
+    if name == "validations":
+        if gone_peer("resolved_by_id"):
+            row["resolved_by_id"] = None
+        if row["knowledge_id"] in skip.knowledge:
+            skip.validations.add(row["id"])
+            return False
+        return True
+    if name == "peer_questions":
+        return not (row["knowledge_id"] in skip.knowledge or gone_peer("peer_id")
+                    or row["validation_id"] in skip.validations)
+    return True
+
+
+def _import_users(rows: list[dict[str, Any]], progress: Progress) -> None:
+    """Sign-in users keep their ids (peers refer to them); an existing user with the same
+    id and username is reused, any other clash refuses the import."""
+    User = _user_model()
+    created = 0
+    for row in rows:
+        existing = User._default_manager.filter(pk=row["id"]).first()
+        if existing is not None:
+            if getattr(existing, "username", None) != row["username"]:
+                raise ArchiveError(f"user id {row['id']} belongs to another user")
+            continue
+        if User._default_manager.filter(username=row["username"]).exists():
+            raise ArchiveError(f"username {row['username']!r} is taken by another user")
+        _decode(User, row).save(force_insert=True)
+        created += 1
+    if created:
+        table = User._meta.db_table
+        pk = User._meta.pk
+        assert pk is not None and pk.column is not None
+        column = pk.column
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT setval(pg_get_serial_sequence(%s, %s), "
+                f"(SELECT max({connection.ops.quote_name(column)}) FROM "
+                f"{connection.ops.quote_name(table)}))", [table, column])
+    progress(f"  users: {created} created, {len(rows) - created} already present")
+
+
+def _rechunk(account_id: uuid.UUID) -> int:
+    from knowledge.ingest.services import chunk_text
+
+    chunks: list[DocumentChunk] = []
+    for vid, text in DocumentVersion.objects.filter(account_id=account_id).values_list(
+            "id", "text").iterator(chunk_size=200):
+        chunks += [DocumentChunk(account_id=account_id, version_id=vid, ordinal=i,
+                                 text=text[s:e], start=s, end=e)
+                   for i, (s, e) in enumerate(chunk_text(text))]
+    DocumentChunk.objects.bulk_create(chunks, batch_size=BATCH)
+    return len(chunks)
+
+
+def _enqueue_rebuilds(account_id: uuid.UUID) -> int:
+    from retrieval.tasks import embed_knowledge as embed_knowledge_task
+    from retrieval.vectors import EMBEDDABLE_STATES
+
+    ids = [str(i) for i in Knowledge.objects.filter(
+        account_id=account_id, state__in=EMBEDDABLE_STATES).values_list("id", flat=True)]
+    def embed(batch: list[str]) -> Callable[[], None]:
+        return lambda: embed_knowledge_task.delay(str(account_id), batch)
+
+    for start in range(0, len(ids), 500):
+        transaction.on_commit(embed(ids[start:start + 500]), robust=True)
+
+    def entities() -> None:
+        try:
+            from retrieval.entities import rebuild_entities  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        rebuild_entities(account_id)
+
+    transaction.on_commit(entities, robust=True)
+    return len(ids)
+
+
+@dataclass
+class ImportResult:
+    account_id: uuid.UUID
+    inserted: dict[str, int]
+    skipped: dict[str, int]
+    retracted: int
+    chunks: int
+    embedding_queued: int
+
+
+def import_account(in_path: str | Path, *, progress: Progress = print) -> ImportResult:
+    """Restore an Account from an archive into a database that does not hold it."""
+    from governance.erasure import retract_orphaned
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        manifest = _extract(Path(in_path), tmp)
+        account_id = uuid.UUID(manifest["account_id"])
+        head = manifest["audit_head"]
+        progress(f"importing Account {manifest.get('account_slug')} ({account_id}); "
+                 f"archive verified against its manifest")
+        inserted: dict[str, int] = {}
+        skipped: dict[str, int] = {}
+        with transaction.atomic():
+            set_account(account_id)
+            if Account.objects.filter(id=account_id).exists():
+                raise ArchiveError(f"Account {account_id} already exists; remove it first")
+            skip = _Skips()
+            archived_erasures = list(_rows(tmp / "tables__erasure_records.jsonl"))
+            ledger = {str(r) for r in ErasureRecord.objects.filter(account_id=account_id)
+                      .values_list("id", flat=True)}
+            for rec in archived_erasures:
+                skip.add(rec["kind"], rec["target_id"])
+            for kind, target in ErasureRecord.objects.filter(account_id=account_id).values_list(
+                    "kind", "target_id"):
+                skip.add(kind, str(target))
+            # Peers and statements about them are decided before the tables that refer to
+            # them are read.
+            skip.users = {r["user_id"] for r in _rows(tmp / "tables__peers.jsonl")
+                          if r["id"] in skip.peers and r.get("user_id") is not None}
+            skip.knowledge = {r["id"] for r in _rows(tmp / "tables__knowledge.jsonl")
+                              if r.get("subject_peer_id") in skip.peers}
+            with connection.cursor() as cur:
+                cur.execute("SELECT set_config(%s, 'on', true)", [ARCHIVE_IMPORT_SETTING])
+            for name, model in tables():
+                rows = list(_rows(tmp / f"tables__{name}.jsonl"))
+                kept = [r for r in rows if _keep(name, r, skip)]
+                if name == "erasure_records":
+                    kept = [r for r in kept if r["id"] not in ledger]
+                if name == "users":
+                    _import_users(kept, progress)
+                else:
+                    objs = [_decode(model, r) for r in kept]
+                    model._default_manager.bulk_create(objs, batch_size=BATCH)
+                    progress(f"  {name}: {len(kept)} rows"
+                             + (f" ({len(rows) - len(kept)} skipped)" if len(kept) < len(rows)
+                                else ""))
+                inserted[name] = len(kept)
+                skipped[name] = len(rows) - len(kept)
+            with connection.cursor() as cur:
+                cur.execute("SELECT set_config(%s, '', true)", [ARCHIVE_IMPORT_SETTING])
+            retracted = 0
+            if skip.touched - skip.knowledge:
+                retracted = retract_orphaned(
+                    knowledge_ids=sorted(skip.touched - skip.knowledge),
+                    actor="system:archive-import", evidence={"kind": "archive_import"})
+                progress(f"  retracted {retracted} statements whose erased sources were "
+                         f"skipped")
+            chunks = _rechunk(account_id)
+            progress(f"  document chunks rebuilt: {chunks}")
+            result = audit.verify(account_id, expected_head=(head["seq"], head["hash"]))
+            if not result.ok:
+                raise ArchiveError(f"audit chain does not verify after import: "
+                                   f"{result.problem} (seq {result.broken_seq})")
+            progress(f"  audit chain verified against the manifest head seq={head['seq']}")
+            queued = _enqueue_rebuilds(account_id)
+            progress(f"  embedding queued for {queued} statements; entity index rebuild "
+                     f"queued")
+    return ImportResult(account_id, inserted, skipped, retracted, chunks, queued)

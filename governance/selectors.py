@@ -1,0 +1,182 @@
+"""Governance reads. Each selector takes the caller's Principal and filters inside the
+query; "absent" and "not yours" raise the same NotFound.
+
+Visibility rules applied here (see docs/lifecycle.md):
+
+* curators see held and contested statements in the scopes their credential may access,
+  and never a provisional row (another subject's provisional row stays hidden even from
+  curators and administrators);
+* a human subject sees every statement about themself, in any scope and any state;
+* a question is visible only to the peer it was put to.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Prefetch, Q, QuerySet
+from django.utils.dateparse import parse_datetime
+
+from governance.models import PeerQuestion, Validation
+from knowledge import lifecycle
+from knowledge.models import Knowledge, Scope
+from memhouse.errors import ApplicationError, NotFound
+from memhouse.principal import Principal, path_within
+
+QUEUE_STATES = (lifecycle.HELD, lifecycle.CONTESTED)
+# What a curator may decide on or promote: curator-visible states (provisional is not).
+CURATOR_STATES = tuple(sorted(lifecycle.CURATOR_VISIBLE))
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    next_cursor: str | None
+
+
+def parse_limit(raw: Any) -> int:
+    if raw in (None, ""):
+        return DEFAULT_LIMIT
+    try:
+        limit = int(raw)
+    except (TypeError, ValueError) as exc:
+        raise ApplicationError("invalid_limit", f"limit is an integer from 1 to {MAX_LIMIT}"
+                               ) from exc
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ApplicationError("invalid_limit", f"limit is an integer from 1 to {MAX_LIMIT}")
+    return limit
+
+
+def _encode_cursor(at: datetime, pk: uuid.UUID) -> str:
+    raw = f"{at.isoformat()}|{pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at_text, pk_text = raw.split("|", 1)
+        at = parse_datetime(at_text)
+        if at is None:
+            raise ValueError("no timestamp")
+        return at, uuid.UUID(pk_text)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ApplicationError("invalid_cursor", "the cursor is not one this API issued") from exc
+
+
+def paginate(qs: QuerySet[Any], *, time_field: str, cursor: str | None, limit: int) -> Page:
+    """Keyset pagination, newest first, on (time_field, id)."""
+    if cursor:
+        at, pk = _decode_cursor(cursor)
+        qs = qs.filter(Q(**{f"{time_field}__lt": at}) | Q(**{time_field: at, "id__lt": pk}))
+    rows = list(qs.order_by(f"-{time_field}", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    nxt = _encode_cursor(getattr(rows[-1], time_field), rows[-1].pk) if more else None
+    return Page(rows, nxt)
+
+
+def _knowledge_qs() -> QuerySet[Knowledge]:
+    return Knowledge.objects.select_related("subject_peer", "scope", "held_scope")
+
+
+def _scope_filter(principal: Principal) -> Q:
+    """Statements anchored in scopes the credential may access (descendants included)."""
+    if any(root == "/" for root in principal.scope_paths):
+        return Q()
+    q = Q(pk__in=[])
+    for root in principal.scope_paths:
+        q |= Q(scope__path=root) | Q(scope__path__startswith=root.rstrip("/") + "/")
+    return q
+
+
+def _require_human(principal: Principal) -> None:
+    if not principal.is_human:
+        raise NotFound("resource")
+
+
+# --- curators ---------------------------------------------------------------------------
+
+def curator_queue(*, principal: Principal, state: str | None = None, cursor: str | None = None,
+                  limit: int = DEFAULT_LIMIT) -> Page:
+    """Held and contested statements awaiting a curator, newest first, with their open
+    validations. Never provisional rows."""
+    states: tuple[str, ...] = QUEUE_STATES
+    if state:
+        if state not in QUEUE_STATES:
+            raise ApplicationError("invalid_state", "the queue holds 'held' or 'contested'")
+        states = (state,)
+    open_validations = Prefetch(
+        "validations", queryset=Validation.objects.filter(status=Validation.Status.OPEN)
+        .select_related("target_scope").order_by("created_at"), to_attr="open_validations")
+    qs = (_knowledge_qs().filter(account_id=principal.account_id, state__in=states)
+          .filter(_scope_filter(principal)).prefetch_related(open_validations))
+    return paginate(qs, time_field="updated_at", cursor=cursor, limit=limit)
+
+
+def knowledge_for_curator(*, principal: Principal, knowledge_id: uuid.UUID) -> Knowledge:
+    item = (_knowledge_qs().filter(account_id=principal.account_id, pk=knowledge_id,
+                                   state__in=CURATOR_STATES)
+            .filter(_scope_filter(principal)).first())
+    if item is None:
+        raise NotFound("knowledge")
+    return item
+
+
+def scope_for_curator(*, principal: Principal, path: str) -> Scope:
+    from knowledge.services import normalise_scope_path
+
+    path = normalise_scope_path(path)
+    scope = Scope.objects.filter(account_id=principal.account_id, path=path).first()
+    if scope is None or not any(path_within(path, r) for r in principal.scope_paths):
+        raise NotFound("scope")
+    return scope
+
+
+# --- subjects ---------------------------------------------------------------------------
+
+def knowledge_about_me(*, principal: Principal, cursor: str | None = None,
+                       limit: int = DEFAULT_LIMIT) -> Page:
+    """Everything about the signed-in human, in any scope and any state."""
+    _require_human(principal)
+    qs = _knowledge_qs().filter(account_id=principal.account_id,
+                                subject_peer_id=principal.peer.id)
+    return paginate(qs, time_field="inserted_at", cursor=cursor, limit=limit)
+
+
+def knowledge_for_subject(*, principal: Principal, knowledge_id: uuid.UUID) -> Knowledge:
+    _require_human(principal)
+    item = _knowledge_qs().filter(account_id=principal.account_id, pk=knowledge_id,
+                                  subject_peer_id=principal.peer.id).first()
+    if item is None:
+        raise NotFound("knowledge")
+    return item
+
+
+# --- questions --------------------------------------------------------------------------
+
+def questions_for_me(*, principal: Principal, status: str = PeerQuestion.Status.OPEN,
+                     cursor: str | None = None, limit: int = DEFAULT_LIMIT) -> Page:
+    _require_human(principal)
+    if status not in PeerQuestion.Status.values:
+        raise ApplicationError("invalid_status",
+                               f"status is one of {', '.join(PeerQuestion.Status.values)}")
+    qs = (PeerQuestion.objects.select_related("knowledge", "knowledge__scope")
+          .filter(account_id=principal.account_id, peer_id=principal.peer.id, status=status))
+    return paginate(qs, time_field="created_at", cursor=cursor, limit=limit)
+
+
+def question_for_me(*, principal: Principal, question_id: uuid.UUID) -> PeerQuestion:
+    _require_human(principal)
+    q = PeerQuestion.objects.filter(account_id=principal.account_id, pk=question_id,
+                                    peer_id=principal.peer.id).first()
+    if q is None:
+        raise NotFound("question")
+    return q
