@@ -98,6 +98,7 @@ class CuratorQueueApi(APIView):
 
 
 class CuratorApproveApi(APIView):
+    InputSerializer = _NoteInput
     permission_classes = [IsHumanCurator]
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
@@ -110,6 +111,7 @@ class CuratorApproveApi(APIView):
 
 
 class CuratorRejectApi(APIView):
+    InputSerializer = _NoteInput
     permission_classes = [IsHumanCurator]
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
@@ -187,6 +189,7 @@ class _ReasonInput(serializers.Serializer):
 
 class MyKnowledgeContestApi(APIView):
     """POST {"reason": "..."} (required)."""
+    InputSerializer = _ReasonInput
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         p = principal_of(request)
@@ -199,6 +202,7 @@ class MyKnowledgeContestApi(APIView):
 
 class MyKnowledgeRedactApi(APIView):
     """POST {"reason": "..."} (optional, kept in the lifecycle evidence)."""
+    InputSerializer = _ReasonInput
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         p = principal_of(request)

@@ -193,6 +193,8 @@ class DocumentsApi(APIView):
 
 
 class DocumentVersionsApi(APIView):
+    InputSerializer = DocumentInSerializer
+
     def post(self, request: Request, document_id: str) -> Response:
         from knowledge.ingest.services import document_for_write, document_version_add
 

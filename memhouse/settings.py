@@ -24,6 +24,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "knowledge",
     "retrieval",
@@ -117,6 +119,18 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "memhouse.schema.MemhouseAutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MemHouse API",
+    "DESCRIPTION": "Governed long-term memory for AI agents. Authenticate with "
+                   "`Authorization: Bearer <key>`. Every error is "
+                   '`{"error": {"code", "message", "details"}}`.',
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # assets ship in a package: no CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # --- Celery ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memhouse import health
 
@@ -6,5 +7,9 @@ urlpatterns = [
     path("healthz", health.healthz),
     path("readyz", health.readyz),
     path("api/v1/", include("memhouse.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[],
+                                                   permission_classes=[]), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[],
+                                                     permission_classes=[]), name="api-docs"),
     path("console/", include("console.urls")),
 ]
