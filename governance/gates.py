@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from django.db.models.functions import Lower
 from django.utils import timezone
 
 from governance.models import PeerQuestion, Validation
@@ -29,15 +28,18 @@ def normalised(statement: str) -> str:
     return " ".join(statement.lower().split()).rstrip(".!")
 
 
+# Must match normalised() and the expression of the knowledge_duplicate_lookup index.
+_NORMALISED_SQL = "rtrim(regexp_replace(lower(btrim(statement)), '\\s+', ' ', 'g'), '.!')"
+
+
 def find_duplicate(item: Knowledge) -> Knowledge | None:
     """A current statement with the same text, subject and anchoring scope."""
-    text = normalised(item.statement)
     candidates = (Knowledge.objects.filter(account_id=item.account_id, scope_id=item.scope_id,
                                            subject_peer_id=item.subject_peer_id,
                                            state__in=_CURRENT)
-                  .exclude(pk=item.pk).annotate(low=Lower("statement"))
-                  .filter(low__startswith=text[:40]))
-    return next((c for c in candidates if normalised(c.statement) == text), None)
+                  .exclude(pk=item.pk)
+                  .extra(where=[f"{_NORMALISED_SQL} = %s"], params=[normalised(item.statement)]))
+    return candidates.order_by("inserted_at").first()
 
 
 def gate_a(item: Knowledge) -> Knowledge | None:
