@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from console import views
 
@@ -7,4 +7,25 @@ urlpatterns = [
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
     path("", views.home, name="home"),
+    path("lifecycle/", views.lifecycle_doc, name="lifecycle"),
+    # Curators
+    path("queue/", views.queue, name="queue"),
+    path("queue/bulk/", views.queue_bulk, name="queue-bulk"),
+    path("queue/<uuid:knowledge_id>/approve/", views.queue_approve, name="queue-approve"),
+    path("queue/<uuid:knowledge_id>/reject/", views.queue_reject, name="queue-reject"),
+    path("queue/<uuid:knowledge_id>/resolve/", views.queue_resolve, name="queue-resolve"),
+    path("audit/", views.audit_log, name="audit"),
+    # Subjects
+    path("me/", views.me, name="me"),
+    path("me/knowledge/<uuid:knowledge_id>/confirm/", views.me_confirm, name="me-confirm"),
+    path("me/knowledge/<uuid:knowledge_id>/contest/", views.me_contest, name="me-contest"),
+    path("me/knowledge/<uuid:knowledge_id>/redact/", views.me_redact, name="me-redact"),
+    path("me/questions/<uuid:question_id>/answer/", views.question_answer,
+         name="question-answer"),
+    # Everyone signed in
+    path("scopes/", views.scope_browser, name="scope-root"),
+    re_path(r"^scopes/(?P<path>[^?#]+?)/?$", views.scope_browser, name="scope"),
+    path("knowledge/<uuid:knowledge_id>/", views.knowledge_detail, name="knowledge"),
+    # Anything else under /console/ is a 404 page in words.
+    re_path(r"^(?P<rest>.*)$", views.not_found, name="not-found"),
 ]

@@ -1,14 +1,80 @@
-"""Console views. Sign-in is for humans: only Django users linked to a human Peer exist."""
+"""Console views for curators and subjects. Sign-in is for humans: only Django users
+linked to a human Peer exist, so an agent (API keys only) can never get in.
+
+Every view:
+
+1. requires a signed-in human and builds their Principal with `principal_for_user`, which
+   binds the request's transaction (ATOMIC_REQUESTS) to their Account - so PostgreSQL
+   row-level security hides every other Account's rows;
+2. reads through the governance / knowledge selectors (or console.selectors, which
+   applies the same audiences) and writes only through governance services, exactly as
+   the REST API does, so authorisation, lifecycle events and audit are identical;
+3. renders the page, or only its fragment for an HTMX request (`is_partial`), from the
+   same templates; a mutating POST answers an HTMX request with the updated fragment, the
+   queue / question counters out-of-band (hx-swap-oob) and an HX-Trigger event, and a
+   plain form post with a redirect and a flash message.
+
+Errors reach people as sentences: ApplicationError messages, and 403 / 404 pages that
+say what happened. Another Account's ids simply do not exist (404).
+"""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import wraps
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.views import redirect_to_login
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import Resolver404, resolve, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
+from console import selectors as views_sel
+from console.forms import (
+    BULK_ACTIONS,
+    AnswerForm,
+    BrowseForm,
+    BulkForm,
+    NoteForm,
+    ReasonForm,
+    ResolveForm,
+    errors_in_words,
+)
+from console.htmx import is_partial, retarget, trigger
+from console.markdown import lifecycle_markdown
+from console.markdown import render as render_markdown
+from governance import selectors as gov
+from governance import services
+from governance.models import PeerQuestion, Validation
+from knowledge import audit, lifecycle
+from knowledge.lifecycle import TransitionError
+from knowledge.models import Knowledge
+from knowledge.selectors import reader_for, scope_for_read
 from memhouse.authentication import principal_for_user
+from memhouse.errors import ApplicationError, NotFound
+from memhouse.principal import Principal
 
+QUEUE_PAGE = 25
+ME_PAGE = 50
+SEARCH_LIMIT = 20
+TITLES = {400: "That did not work", 403: "Not allowed", 404: "Not found",
+          409: "That cannot be done now", 422: "That did not work"}
+ANSWER_LABELS = {"yes": "Yes, that is right", "no": "No, that is wrong",
+                 "consent": "I consent", "decline": "I decline"}
+
+View = Callable[..., HttpResponse]
+
+
+# --- sign-in ----------------------------------------------------------------------------
 
 class LoginView(auth_views.LoginView):
     template_name = "console/login.html"
@@ -19,7 +85,622 @@ class LogoutView(auth_views.LogoutView):
     next_page = "/console/login/"
 
 
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    principal = principal_for_user(request.user)
-    return render(request, "console/home.html", {"principal": principal})
+# --- plumbing ---------------------------------------------------------------------------
+
+def _nav(principal: Principal | None) -> dict[str, Any]:
+    if principal is None:
+        return {"principal": None}
+    return {
+        "principal": principal,
+        "queue_counts": (views_sel.queue_counts(principal=principal)
+                         if principal.is_curator else None),
+        "open_questions": views_sel.open_question_count(principal=principal),
+        "may_audit": principal.is_curator or principal.is_admin,
+    }
+
+
+def _page(request: HttpRequest, principal: Principal | None, template: str,
+          context: dict[str, Any] | None = None, *, status: int = 200) -> HttpResponse:
+    return render(request, template, {**_nav(principal), **(context or {})}, status=status)
+
+
+def _error(request: HttpRequest, principal: Principal | None, status: int, message: str,
+           *, title: str | None = None) -> HttpResponse:
+    """An error in words: the page, or (HTMX) a message swapped into the flash area."""
+    if is_partial(request):
+        resp = render(request, "console/partials/flash.html",
+                      {"flash": [{"level": "error", "text": message}]}, status=status)
+        return retarget(resp, "#flash")
+    return _page(request, principal, "console/error.html",
+                 {"status": status, "title": title or TITLES.get(status, "Something went wrong"),
+                  "message": message}, status=status)
+
+
+def _message_of(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, ApplicationError):
+        return exc.status_code, exc.message
+    return 409, f"That change is not allowed by the lifecycle contract: {exc}."
+
+
+def console_view(*, curator: bool = False, auditor: bool = False,
+                 denied: str = "") -> Callable[[View], View]:
+    """Sign-in, Principal, role check and errors in words for one console view.
+
+    The view is called as `view(request, principal, ...)`. ApplicationError and
+    TransitionError escaping it become a page (or flash fragment) with their message, and
+    the request's transaction is rolled back so a failure never commits half its work.
+    """
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                if is_partial(request):
+                    login = f"/console/login/?{urlencode({'next': request.get_full_path()})}"
+                    return HttpResponseClientRedirect(login)
+                return redirect_to_login(request.get_full_path())
+            principal = principal_for_user(request.user)
+            if principal is None or not principal.is_human:
+                return _error(request, None, 403,
+                              "This sign-in is not linked to a person in any MemHouse "
+                              "Account, so there is nothing to show. Ask an administrator "
+                              "to link it to your peer.")
+            name = principal.peer.display_name
+            if curator and not principal.is_curator:
+                return _error(request, principal, 403,
+                              denied or f"Only curators may do this, and {name} is not a "
+                                        f"curator in this Account.")
+            if auditor and not (principal.is_curator or principal.is_admin):
+                return _error(request, principal, 403,
+                              denied or f"Only curators and administrators may see this, "
+                                        f"and {name} is neither.")
+            try:
+                return view(request, principal, *args, **kwargs)
+            except (ApplicationError, TransitionError) as exc:
+                status, text = _message_of(exc)
+                response = _error(request, principal, status, text)
+                transaction.set_rollback(True)
+                return response
+
+        return wrapper
+
+    return decorate
+
+
+def _safe_next(request: HttpRequest, fallback: str) -> str:
+    nxt = request.POST.get("next") or ""
+    if nxt and url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()},
+                                               require_https=request.is_secure()):
+        return nxt
+    return fallback
+
+
+def _redirect_with(request: HttpRequest, level: int, text: str, fallback: str
+                   ) -> HttpResponseRedirect:
+    messages.add_message(request, level, text)
+    return HttpResponseRedirect(_safe_next(request, fallback), status=303)
+
+
+def _actions_response(request: HttpRequest, principal: Principal, template: str,
+                      context: dict[str, Any], *, flash: list[dict[str, str]],
+                      event: str, detail: dict[str, Any], status: int = 200) -> HttpResponse:
+    """An HTMX answer to a mutating POST: the fragment, counters and flash out-of-band,
+    and an HX-Trigger event naming what changed."""
+    resp = render(request, template, {**_nav(principal), **context, "flash": flash,
+                                      "oob": True}, status=status)
+    return trigger(resp, {event: detail})
+
+
+def _subject_label(item: Knowledge) -> str:
+    if item.subject_peer is None:
+        return f"the scope {item.scope.path}"
+    return item.subject_peer.display_name
+
+
+# --- home and lifecycle -----------------------------------------------------------------
+
+@require_GET
+@console_view()
+def home(request: HttpRequest, principal: Principal) -> HttpResponse:
+    return _page(request, principal, "console/home.html")
+
+
+@require_GET
+@console_view()
+def lifecycle_doc(request: HttpRequest, principal: Principal) -> HttpResponse:
+    return _page(request, principal, "console/lifecycle.html",
+                 {"document": render_markdown(lifecycle_markdown())})
+
+
+# --- curator queue ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QueueRow:
+    item: Knowledge
+    subject: str
+    sources: list[Any]
+    validations: list[Validation]
+    consent: str
+    consent_tone: str
+    dispute_reason: str
+    review_target: str
+    can_decide: bool  # held: approve / reject
+    can_resolve: bool  # contested: resolve for / against
+
+
+def _consent_state(item: Knowledge, latest: Validation | None,
+                   review: Validation | None) -> tuple[str, str]:
+    """The consent position shown to a curator, in words, with a tone for styling."""
+    if item.state == lifecycle.CONTESTED:
+        return "not part of a dispute", "muted"
+    if latest is not None:
+        if latest.status == Validation.Status.OPEN:
+            return "waiting for the subject to answer", "pending"
+        if latest.resolution == "consented":
+            return "given by the subject", "ok"
+        if latest.resolution == "declined":
+            return "declined by the subject", "bad"
+        return f"closed ({latest.resolution or latest.status})", "muted"
+    target_level = (review.target_level if review and review.target_level else item.level)
+    if target_level != Knowledge.Level.PEER and services.needs_consent(item):
+        return "needed, and not yet asked (a promotion asks the subject)", "bad"
+    return "not needed", "muted"
+
+
+def _queue_rows(items: list[Knowledge]) -> list[QueueRow]:
+    ids = [k.pk for k in items]
+    sources = views_sel.sources_by_knowledge(ids)
+    consent = views_sel.consent_by_knowledge(ids)
+    rows = []
+    for k in items:
+        opened = getattr(k, "open_validations", None)
+        if opened is None:
+            opened = list(Validation.objects.filter(knowledge_id=k.pk,
+                                                    status=Validation.Status.OPEN)
+                          .select_related("target_scope").order_by("created_at"))
+        review = next((v for v in opened if v.kind == Validation.Kind.REVIEW), None)
+        dispute = next((v for v in opened if v.kind == Validation.Kind.DISPUTE), None)
+        label, tone = _consent_state(k, consent.get(k.pk), review)
+        target = ""
+        if review is not None and review.target_scope is not None:
+            target = f"{review.target_level or k.level} level at {review.target_scope.path}"
+        rows.append(QueueRow(
+            item=k, subject=_subject_label(k), sources=sources.get(k.pk, []),
+            validations=opened, consent=label, consent_tone=tone,
+            dispute_reason=dispute.note if dispute else "", review_target=target,
+            can_decide=k.state == lifecycle.HELD,
+            can_resolve=k.state == lifecycle.CONTESTED))
+    return rows
+
+
+def _queue_filters(request: HttpRequest) -> dict[str, str]:
+    scope = (request.GET.get("scope") or request.POST.get("filter_scope") or "").strip()
+    state = (request.GET.get("state") or request.POST.get("filter_state") or "").strip()
+    return {"scope": scope, "state": state}
+
+
+def _queue_url(filters: dict[str, str]) -> str:
+    query = urlencode({k: v for k, v in filters.items() if v})
+    return reverse("console:queue") + (f"?{query}" if query else "")
+
+
+def _queue_context(request: HttpRequest, principal: Principal, filters: dict[str, str],
+                   cursor: str | None = None) -> dict[str, Any]:
+    narrowed = principal
+    if filters["scope"]:
+        # The queue selector has no scope parameter: narrow the Principal's own grants to
+        # the chosen scope (after checking the curator may access it), so the selector's
+        # authorisation still decides what is listed.
+        scope = gov.scope_for_curator(principal=principal, path=filters["scope"])
+        filters = {**filters, "scope": scope.path}
+        narrowed = replace(principal, scope_paths=(scope.path,))
+    page = gov.curator_queue(principal=narrowed, state=filters["state"] or None,
+                             cursor=cursor, limit=QUEUE_PAGE)
+    more = None
+    if page.next_cursor:
+        more = _queue_url(filters) + ("&" if "?" in _queue_url(filters) else "?") + urlencode(
+            {"cursor": page.next_cursor})
+    return {"rows": _queue_rows(page.items), "filters": filters, "more_url": more,
+            "queue_url": _queue_url(filters), "paged": bool(cursor),
+            "scopes": views_sel.scopes_for(principal=principal),
+            "bulk_actions": [(k, v[0]) for k, v in BULK_ACTIONS.items()]}
+
+
+@require_GET
+@console_view(curator=True, denied="The curator queue is for curators: here they approve "
+                                   "or reject held statements and settle disputes. You "
+                                   "are signed in without the curator role, so there is "
+                                   "nothing for you to decide.")
+def queue(request: HttpRequest, principal: Principal) -> HttpResponse:
+    context = _queue_context(request, principal, _queue_filters(request),
+                             cursor=request.GET.get("cursor") or None)
+    if is_partial(request):
+        return render(request, "console/partials/queue_region.html",
+                      {**_nav(principal), **context})
+    return _page(request, principal, "console/queue.html", context)
+
+
+_DECISIONS: dict[str, tuple[str, str]] = {
+    # action: (flash text, HX-Trigger event detail "decision")
+    "approve": ("Approved: the statement is now active and searchable.", "approved"),
+    "reject": ("Rejected: the statement is kept only as decision evidence.", "rejected"),
+    "resolve_for": ("Dispute resolved in favour of the statement: it is active again.",
+                    "resolved_for"),
+    "resolve_against": ("Dispute resolved against the statement: it is now rejected.",
+                        "resolved_against"),
+}
+
+
+def _apply_decision(action: str, item: Knowledge, actor: Any, note: str) -> Knowledge:
+    if action == "approve":
+        return services.knowledge_approve(item=item, actor=actor, note=note)
+    if action == "reject":
+        return services.knowledge_reject(item=item, actor=actor, note=note)
+    outcome = "for" if action == "resolve_for" else "against"
+    return services.contest_resolve(item=item, actor=actor, outcome=outcome, note=note)
+
+
+def _decide(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
+            action: str) -> HttpResponse:
+    form: NoteForm = ResolveForm(request.POST) if action == "resolve" else NoteForm(request.POST)
+    item = gov.knowledge_for_curator(principal=principal, knowledge_id=knowledge_id)
+    fallback = _queue_url(_queue_filters(request))
+    error = "" if form.is_valid() else errors_in_words(form)
+    status = 400
+    decided = None
+    if not error:
+        if action == "resolve":
+            action = "resolve_" + form.cleaned_data["outcome"]
+        try:
+            decided = _apply_decision(action, item, principal.peer, form.cleaned_data["note"])
+        except (ApplicationError, TransitionError) as exc:
+            if isinstance(exc, NotFound):
+                raise
+            status, error = _message_of(exc)
+    if error:
+        if not is_partial(request):
+            return _redirect_with(request, messages.ERROR, f"\u201c{item.statement}\u201d: "
+                                                           f"{error}", fallback)
+        [row] = _queue_rows([gov.knowledge_for_curator(principal=principal,
+                                                       knowledge_id=knowledge_id)])
+        return _actions_response(request, principal, "console/partials/queue_item_response.html",
+                                 {"row": row, "error": error},
+                                 flash=[{"level": "error", "text": error}],
+                                 event="queue-error", detail={"id": str(knowledge_id)},
+                                 status=status)
+    assert decided is not None
+    text, code = _DECISIONS[action]
+    if not is_partial(request):
+        return _redirect_with(request, messages.SUCCESS, text, fallback)
+    return _actions_response(request, principal, "console/partials/queue_item_response.html",
+                             {"decided": decided, "decision": text,
+                              "subject": _subject_label(decided)},
+                             flash=[{"level": "success", "text": text}],
+                             event="queue-changed",
+                             detail={"id": str(decided.pk), "decision": code,
+                                     "state": decided.state})
+
+
+@require_POST
+@console_view(curator=True)
+def queue_approve(request: HttpRequest, principal: Principal,
+                  knowledge_id: uuid.UUID) -> HttpResponse:
+    return _decide(request, principal, knowledge_id, "approve")
+
+
+@require_POST
+@console_view(curator=True)
+def queue_reject(request: HttpRequest, principal: Principal,
+                 knowledge_id: uuid.UUID) -> HttpResponse:
+    return _decide(request, principal, knowledge_id, "reject")
+
+
+@require_POST
+@console_view(curator=True)
+def queue_resolve(request: HttpRequest, principal: Principal,
+                  knowledge_id: uuid.UUID) -> HttpResponse:
+    return _decide(request, principal, knowledge_id, "resolve")
+
+
+@require_POST
+@console_view(curator=True)
+def queue_bulk(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """Two steps: the selection comes back for confirmation, then `confirmed=yes` applies
+    the action to each statement in its own service transaction and reports each result."""
+    form = BulkForm(request.POST)
+    filters = _queue_filters(request)
+    fallback = _queue_url(filters)
+    if not form.is_valid():
+        text = errors_in_words(form)
+        if not is_partial(request):
+            return _redirect_with(request, messages.ERROR, text, fallback)
+        return _error(request, principal, 400, text)
+    action = form.cleaned_data["action"]
+    label, done_word = BULK_ACTIONS[action]
+    items: list[Knowledge] = []
+    missing = 0
+    for knowledge_id in form.cleaned_data["ids"]:
+        try:
+            items.append(gov.knowledge_for_curator(principal=principal,
+                                                   knowledge_id=knowledge_id))
+        except NotFound:
+            missing += 1
+    if form.cleaned_data.get("confirmed") != "yes":
+        context = {"action": action, "action_label": label, "items": items, "missing": missing,
+                   "note": form.cleaned_data["note"], "filters": filters,
+                   "queue_url": fallback}
+        if is_partial(request):
+            return render(request, "console/partials/bulk_confirm.html", context)
+        return _page(request, principal, "console/bulk_confirm.html", context)
+    done: list[Knowledge] = []
+    failed: list[str] = []
+    for item in items:
+        try:
+            done.append(_apply_decision(action, item, principal.peer,
+                                        form.cleaned_data["note"]))
+        except (ApplicationError, TransitionError) as exc:
+            failed.append(f"\u201c{item.statement}\u201d: {_message_of(exc)[1]}")
+    if missing:
+        failed.append(f"{missing} selected statement(s) are no longer in your queue.")
+    summary = f"{len(done)} statement(s) {done_word}."
+    flash = [{"level": "success" if done else "info", "text": summary}]
+    flash += [{"level": "error", "text": f} for f in failed]
+    if not is_partial(request):
+        for f in flash:
+            messages.add_message(request, messages.ERROR if f["level"] == "error"
+                                 else messages.SUCCESS, f["text"])
+        return HttpResponseRedirect(fallback, status=303)
+    context = _queue_context(request, principal, filters)
+    return _actions_response(request, principal, "console/partials/queue_region_response.html",
+                             context, flash=flash, event="queue-changed",
+                             detail={"bulk": action, "done": len(done), "failed": len(failed)})
+
+
+# --- subject screens --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MeRow:
+    item: Knowledge
+    sources: list[Any]
+    can_confirm: bool
+    can_contest: bool
+    can_redact: bool
+
+
+def _me_rows(items: list[Knowledge]) -> list[MeRow]:
+    sources = views_sel.sources_by_knowledge([k.pk for k in items])
+    return [MeRow(item=k, sources=sources.get(k.pk, []),
+                  can_confirm=k.state in services.CONFIRMABLE,
+                  can_contest=k.state in lifecycle.CURRENT,
+                  can_redact=lifecycle.is_allowed(k.state, lifecycle.REDACTED))
+            for k in items]
+
+
+@dataclass(frozen=True)
+class QuestionRow:
+    question: PeerQuestion
+    answers: list[tuple[str, str]]
+
+
+def _question_rows(questions: list[PeerQuestion]) -> list[QuestionRow]:
+    return [QuestionRow(question=q, answers=[
+        (a, ANSWER_LABELS.get(a, a)) for a in services.ANSWERS[PeerQuestion.Kind(q.kind)]])
+        for q in questions]
+
+
+@require_GET
+@console_view()
+def me(request: HttpRequest, principal: Principal) -> HttpResponse:
+    cursor = request.GET.get("cursor") or None
+    page = gov.knowledge_about_me(principal=principal, cursor=cursor, limit=ME_PAGE)
+    open_qs = gov.questions_for_me(principal=principal, limit=gov.MAX_LIMIT).items
+    consent = [q for q in open_qs if q.kind == PeerQuestion.Kind.CONSENT]
+    others = [q for q in open_qs if q.kind != PeerQuestion.Kind.CONSENT]
+    more = f"{reverse('console:me')}?{urlencode({'cursor': page.next_cursor})}" if (
+        page.next_cursor) else None
+    return _page(request, principal, "console/me.html", {
+        "rows": _me_rows(page.items), "more_url": more, "paged": bool(cursor),
+        "questions": _question_rows(others), "consents": _question_rows(consent)})
+
+
+_SELF_ACTIONS = {
+    "confirm": "Confirmed: the statement is active again.",
+    "contest": "Contested: a curator will review your dispute. Until then the statement "
+               "is not used.",
+    "redact": "Redacted: the statement is withdrawn from use and will not be searched.",
+}
+
+
+def _self_govern(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
+                 action: str) -> HttpResponse:
+    form = ReasonForm(request.POST)
+    item = gov.knowledge_for_subject(principal=principal, knowledge_id=knowledge_id)
+    fallback = reverse("console:me")
+    error = "" if form.is_valid() else errors_in_words(form)
+    status = 400
+    reason = form.cleaned_data.get("reason", "") if not error else ""
+    if not error and action == "redact" and not form.is_confirmed:
+        # Redaction is terminal: ask once more, carrying the reason over.
+        [row] = _me_rows([item])
+        context = {"row": row, "confirm_redact": True, "reason": reason}
+        if is_partial(request):
+            return render(request, "console/partials/me_item.html", context)
+        return _page(request, principal, "console/redact_confirm.html", context)
+    changed = None
+    if not error:
+        try:
+            if action == "confirm":
+                changed = services.knowledge_confirm(item=item, actor=principal.peer)
+            elif action == "contest":
+                changed = services.knowledge_contest(item=item, actor=principal.peer,
+                                                     reason=reason)
+            else:
+                changed = services.knowledge_redact(item=item, actor=principal.peer,
+                                                    reason=reason)
+        except (ApplicationError, TransitionError) as exc:
+            if isinstance(exc, NotFound):
+                raise
+            status, error = _message_of(exc)
+    if error:
+        if not is_partial(request):
+            return _redirect_with(request, messages.ERROR, error, fallback)
+        [row] = _me_rows([gov.knowledge_for_subject(principal=principal,
+                                                    knowledge_id=knowledge_id)])
+        return _actions_response(request, principal, "console/partials/me_item_response.html",
+                                 {"row": row, "error": error, "reason": reason},
+                                 flash=[{"level": "error", "text": error}],
+                                 event="me-error", detail={"id": str(knowledge_id)},
+                                 status=status)
+    assert changed is not None
+    text = _SELF_ACTIONS[action]
+    if not is_partial(request):
+        return _redirect_with(request, messages.SUCCESS, text, fallback)
+    [row] = _me_rows([gov.knowledge_for_subject(principal=principal, knowledge_id=knowledge_id)])
+    return _actions_response(request, principal, "console/partials/me_item_response.html",
+                             {"row": row, "done": text},
+                             flash=[{"level": "success", "text": text}],
+                             event="me-changed",
+                             detail={"id": str(knowledge_id), "action": action,
+                                     "state": changed.state})
+
+
+@require_POST
+@console_view()
+def me_confirm(request: HttpRequest, principal: Principal,
+               knowledge_id: uuid.UUID) -> HttpResponse:
+    return _self_govern(request, principal, knowledge_id, "confirm")
+
+
+@require_POST
+@console_view()
+def me_contest(request: HttpRequest, principal: Principal,
+               knowledge_id: uuid.UUID) -> HttpResponse:
+    return _self_govern(request, principal, knowledge_id, "contest")
+
+
+@require_POST
+@console_view()
+def me_redact(request: HttpRequest, principal: Principal,
+              knowledge_id: uuid.UUID) -> HttpResponse:
+    return _self_govern(request, principal, knowledge_id, "redact")
+
+
+_ANSWERED = {
+    "yes": "Thank you: the statement is confirmed.",
+    "no": "Thank you: the statement is withdrawn.",
+    "consent": "Thank you: you consented. A curator makes the final decision.",
+    "decline": "Thank you: you declined. The statement stays private to its current level.",
+}
+
+
+@require_POST
+@console_view()
+def question_answer(request: HttpRequest, principal: Principal,
+                    question_id: uuid.UUID) -> HttpResponse:
+    question = gov.question_for_me(principal=principal, question_id=question_id)
+    form = AnswerForm(request.POST)
+    fallback = reverse("console:me")
+    if not form.is_valid():
+        raise ApplicationError("invalid_answer", errors_in_words(form))
+    answer = form.cleaned_data["answer"]
+    try:
+        question = services.question_answer(question=question, actor=principal.peer,
+                                            answer=answer)
+    except (ApplicationError, TransitionError) as exc:
+        if isinstance(exc, NotFound):
+            raise
+        status, error = _message_of(exc)
+        if not is_partial(request):
+            return _redirect_with(request, messages.ERROR, error, fallback)
+        question = gov.question_for_me(principal=principal, question_id=question_id)
+        return _actions_response(request, principal, "console/partials/question_response.html",
+                                 {"q": _question_rows([question])[0], "error": error},
+                                 flash=[{"level": "error", "text": error}],
+                                 event="question-error", detail={"id": str(question_id)},
+                                 status=status)
+    text = _ANSWERED.get(answer, "Thank you for answering.")
+    if not is_partial(request):
+        return _redirect_with(request, messages.SUCCESS, text, fallback)
+    question.knowledge.refresh_from_db()
+    return _actions_response(request, principal, "console/partials/question_response.html",
+                             {"answered": question, "done": text},
+                             flash=[{"level": "success", "text": text}],
+                             event="question-answered",
+                             detail={"id": str(question.pk), "answer": answer})
+
+
+# --- knowledge browser ------------------------------------------------------------------
+
+@require_GET
+@console_view()
+def scope_browser(request: HttpRequest, principal: Principal, path: str = "") -> HttpResponse:
+    from retrieval import engine
+    from retrieval.profiles import resolve_profile
+
+    reader = reader_for(principal=principal)
+    scope = scope_for_read(reader=reader, path="/" + path.strip("/"))
+    form = BrowseForm(request.GET)
+    if not form.is_valid():
+        raise ApplicationError("invalid_filter", errors_in_words(form))
+    query = form.cleaned_data["q"]
+    states = form.cleaned_data["state"]
+    search = None
+    if query:
+        profile = resolve_profile(requested="balanced", scope=scope, default="balanced")
+        search = engine.search(reader=reader, scope=scope, query=query, profile=profile,
+                               limit=SEARCH_LIMIT)
+    listing = views_sel.browse_knowledge(principal=principal, reader=reader, scope=scope,
+                                         states=states, page=form.cleaned_data["page"] or 1)
+    base_query = {k: v for k, v in (("q", query),) if v}
+    filter_query = urlencode([*base_query.items(), *(("state", s) for s in states)])
+    context = {
+        "scope": scope, "form": form, "query": query, "states": states, "search": search,
+        "listing": listing, "filter_query": filter_query,
+        "all_states": list(lifecycle.STATES),
+        "scopes": views_sel.scopes_for(principal=principal),
+    }
+    if is_partial(request):
+        return render(request, "console/partials/scope_results.html", context)
+    return _page(request, principal, "console/scope.html", context)
+
+
+@require_GET
+@console_view()
+def knowledge_detail(request: HttpRequest, principal: Principal,
+                     knowledge_id: uuid.UUID) -> HttpResponse:
+    reader = reader_for(principal=principal)
+    item = views_sel.knowledge_for_viewer(principal=principal, reader=reader,
+                                          knowledge_id=knowledge_id)
+    context = {"item": item, "subject": _subject_label(item),
+               "is_subject": item.subject_peer_id == principal.peer.id,
+               "in_queue": principal.is_curator and item.state in gov.QUEUE_STATES,
+               **views_sel.lineage(principal=principal, reader=reader, item=item)}
+    return _page(request, principal, "console/knowledge.html", context)
+
+
+# --- audit ------------------------------------------------------------------------------
+
+@require_GET
+@console_view(auditor=True)
+def audit_log(request: HttpRequest, principal: Principal) -> HttpResponse:
+    entries = views_sel.audit_page(principal=principal, page=request.GET.get("page") or 1)
+    return _page(request, principal, "console/audit.html",
+                 {"entries": entries, "verify": audit.verify(principal.account_id)})
+
+
+# --- not found --------------------------------------------------------------------------
+
+@console_view()
+def not_found(request: HttpRequest, principal: Principal, rest: str = "") -> HttpResponse:
+    """Unknown console URLs, as a page in words (and the usual missing-slash redirect)."""
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.url_name != "not-found":
+            target = request.path + "/"
+            if request.META.get("QUERY_STRING"):
+                target += "?" + request.META["QUERY_STRING"]
+            return HttpResponseRedirect(target)
+    raise NotFound("page")

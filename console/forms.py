@@ -1,0 +1,95 @@
+"""Input parsing for console forms. Validation of meaning stays in the services; these
+forms only check shape (lengths, choices, ids) and turn errors into sentences."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django import forms
+
+from governance.services import MAX_REASON_CHARS
+from knowledge import lifecycle
+
+MAX_BULK = 200
+BULK_ACTIONS = {
+    "approve": ("Approve", "approved"),
+    "reject": ("Reject", "rejected"),
+    "resolve_for": ("Resolve in favour of the statement", "resolved in favour"),
+    "resolve_against": ("Resolve against the statement", "resolved against"),
+}
+
+
+def errors_in_words(form: forms.Form) -> str:
+    """'Note: Ensure this value has at most 2000 characters.' and so on, one sentence each."""
+    parts: list[str] = []
+    for field, errors in form.errors.items():
+        label = form.fields[field].label if field in form.fields else None
+        prefix = f"{label or field.replace('_', ' ').capitalize()}: " if field != "__all__" else ""
+        parts.extend(f"{prefix}{e}" for e in errors)
+    return " ".join(parts) or "The form is not valid."
+
+
+class NoteForm(forms.Form):
+    note = forms.CharField(required=False, max_length=MAX_REASON_CHARS, label="Note",
+                           strip=True)
+
+
+class ResolveForm(NoteForm):
+    outcome = forms.ChoiceField(choices=[("for", "In favour of the statement"),
+                                         ("against", "Against the statement")],
+                                label="Outcome")
+
+
+class ReasonForm(forms.Form):
+    # Whether a reason is required (contest) or optional (redact) is the service's rule.
+    reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS, label="Reason",
+                             strip=True)
+    confirmed = forms.CharField(required=False)
+
+    @property
+    def is_confirmed(self) -> bool:
+        return self.cleaned_data.get("confirmed") == "yes"
+
+
+class AnswerForm(forms.Form):
+    answer = forms.CharField(max_length=20, label="Answer")
+
+
+class BulkForm(forms.Form):
+    action = forms.ChoiceField(choices=[(k, v[0]) for k, v in BULK_ACTIONS.items()],
+                               label="Action")
+    note = forms.CharField(required=False, max_length=MAX_REASON_CHARS, label="Note")
+    confirmed = forms.CharField(required=False)
+
+    def __init__(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(data, *args, **kwargs)
+        self.raw_ids: list[str] = list(data.getlist("ids")) if data is not None else []
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        ids: list[uuid.UUID] = []
+        for raw in self.raw_ids:
+            try:
+                value = uuid.UUID(str(raw))
+            except ValueError:
+                raise forms.ValidationError("One of the selected statements is not valid.",
+                                            code="invalid_id") from None
+            if value not in ids:
+                ids.append(value)
+        if not ids:
+            raise forms.ValidationError("Choose at least one statement first.",
+                                        code="no_selection")
+        if len(ids) > MAX_BULK:
+            raise forms.ValidationError(f"Choose at most {MAX_BULK} statements at once.",
+                                        code="too_many")
+        cleaned["ids"] = ids
+        return cleaned
+
+
+class BrowseForm(forms.Form):
+    q = forms.CharField(required=False, max_length=2000, label="Search", strip=True)
+    state = forms.MultipleChoiceField(required=False, label="Lifecycle state",
+                                      choices=[(s, s.replace("_", " ")) for s in lifecycle.STATES],
+                                      widget=forms.CheckboxSelectMultiple)
+    page = forms.IntegerField(required=False, min_value=1)

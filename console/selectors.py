@@ -1,0 +1,207 @@
+"""Console reads that the governance and knowledge selectors do not already offer.
+
+Every function takes the Principal (and, where it reads knowledge, the Reader built from
+it) and filters inside the query. The visibility rule for browsing is the union of the
+three audiences of docs/lifecycle.md, each exactly as the API applies it:
+
+* as a subject: every statement about yourself, in any scope and state
+  (governance.selectors.knowledge_for_subject);
+* as a curator (or administrator, whose column in the contract is the same):
+  curator-visible states in the scopes you may access, whatever their sensitivity
+  (governance.selectors.knowledge_for_curator) - never provisional;
+* as a member: member-visible states that your reader posture may see by sensitivity
+  (knowledge.selectors.sensitivity_q), in scopes you may read.
+
+So another subject's provisional row is never listed, not even for a curator.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Q, QuerySet
+
+from governance import selectors as gov
+from governance.models import PeerQuestion, Validation
+from knowledge import lifecycle
+from knowledge.models import AuditEntry, Knowledge, KnowledgeSource, LifecycleEvent, Relation, Scope
+from knowledge.selectors import scope_ancestors, sensitivity_q
+from memhouse.errors import NotFound
+from memhouse.principal import Principal, Reader, ancestor_paths
+
+COUNT_CAP = gov.MAX_LIMIT
+AUDIT_PAGE_SIZE = 50
+BROWSE_PAGE_SIZE = 25
+
+
+def _within_roots(principal: Principal, prefix: str = "") -> Q:
+    """Scopes at or below the principal's grants (what curator selectors use)."""
+    if "/" in principal.scope_paths:
+        return Q()
+    q = Q(pk__in=[])
+    for root in principal.scope_paths:
+        q |= Q(**{f"{prefix}scope__path": root}) | Q(
+            **{f"{prefix}scope__path__startswith": root.rstrip("/") + "/"})
+    return q
+
+
+def _readable_scopes(principal: Principal) -> Q:
+    """Scopes a member read may reach: the grants, their descendants and, because context
+    flows downward, their ancestors."""
+    if "/" in principal.scope_paths:
+        return Q()
+    ancestors = {p for root in principal.scope_paths for p in ancestor_paths(root)}
+    return _within_roots(principal) | Q(scope__path__in=sorted(ancestors))
+
+
+def viewer_q(*, principal: Principal, reader: Reader) -> Q:
+    """Which statements the signed-in human may inspect (see the module docstring)."""
+    member = (Q(state__in=sorted(lifecycle.MEMBER_VISIBLE)) & sensitivity_q(reader)
+              & _readable_scopes(principal))
+    q = member
+    if principal.is_curator or principal.is_admin:
+        # The contract gives administrators the curators' read visibility; only curators
+        # decide (the views and services check that separately).
+        q |= Q(state__in=list(gov.CURATOR_STATES)) & _within_roots(principal)
+    if principal.is_human:
+        q |= Q(subject_peer_id=principal.peer.id)
+    return q
+
+
+def _knowledge_qs(principal: Principal) -> QuerySet[Knowledge]:
+    return Knowledge.objects.filter(account_id=principal.account_id).select_related(
+        "subject_peer", "scope", "held_scope", "proposed_by")
+
+
+def knowledge_for_viewer(*, principal: Principal, reader: Reader,
+                         knowledge_id: uuid.UUID) -> Knowledge:
+    item = (_knowledge_qs(principal).filter(pk=knowledge_id)
+            .filter(viewer_q(principal=principal, reader=reader)).first())
+    if item is None:
+        raise NotFound("knowledge")
+    return item
+
+
+def browse_knowledge(*, principal: Principal, reader: Reader, scope: Scope,
+                     states: Iterable[str] = (), page: Any = 1) -> Page[Knowledge]:
+    """Statements visible at `scope` (the scope and its ancestors, as a read there sees
+    them), optionally limited to some lifecycle states, most recently changed first."""
+    ids = list(scope_ancestors(scope).values_list("id", flat=True))
+    qs = (_knowledge_qs(principal).filter(scope_id__in=ids)
+          .filter(viewer_q(principal=principal, reader=reader)))
+    wanted = [s for s in states if s in lifecycle.STATES]
+    if wanted:
+        qs = qs.filter(state__in=wanted)
+    return Paginator(qs.order_by("-updated_at", "-id"), BROWSE_PAGE_SIZE).get_page(page)
+
+
+def scopes_for(*, principal: Principal) -> list[Scope]:
+    qs = Scope.objects.filter(account_id=principal.account_id).order_by("path")
+    return [s for s in qs if principal.may_access_scope(s.path)
+            or s.path in {p for r in principal.scope_paths for p in ancestor_paths(r)}]
+
+
+# --- curator queue ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QueueCounts:
+    held: int
+    contested: int
+    capped: bool  # True when a count reached COUNT_CAP ("200+")
+
+    @property
+    def total(self) -> int:
+        return self.held + self.contested
+
+
+def queue_counts(*, principal: Principal) -> QueueCounts:
+    """Open curator work, counted through governance.selectors.curator_queue itself so the
+    numbers obey exactly the queue's authorisation (capped at COUNT_CAP per state)."""
+    counts: dict[str, int] = {}
+    capped = False
+    for state in gov.QUEUE_STATES:
+        page = gov.curator_queue(principal=principal, state=state, limit=COUNT_CAP)
+        counts[state] = len(page.items)
+        capped = capped or page.next_cursor is not None
+    return QueueCounts(held=counts[lifecycle.HELD], contested=counts[lifecycle.CONTESTED],
+                       capped=capped)
+
+
+def sources_by_knowledge(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[KnowledgeSource]]:
+    """Provenance rows of statements the caller has already been authorised to see."""
+    out: dict[uuid.UUID, list[KnowledgeSource]] = {}
+    rows = (KnowledgeSource.objects.filter(knowledge_id__in=list(ids))
+            .select_related("message__peer", "document_version__document")
+            .order_by("created_at"))
+    for src in rows:
+        out.setdefault(src.knowledge_id, []).append(src)
+    return out
+
+
+def consent_by_knowledge(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Validation]:
+    """The latest consent validation of each statement (open or closed)."""
+    out: dict[uuid.UUID, Validation] = {}
+    rows = (Validation.objects.filter(knowledge_id__in=list(ids), kind=Validation.Kind.CONSENT)
+            .order_by("created_at"))
+    for v in rows:
+        out[v.knowledge_id] = v
+    return out
+
+
+# --- subjects ---------------------------------------------------------------------------
+
+def open_question_count(*, principal: Principal) -> int:
+    if not principal.is_human:
+        return 0
+    return PeerQuestion.objects.filter(account_id=principal.account_id,
+                                       peer_id=principal.peer.id,
+                                       status=PeerQuestion.Status.OPEN).count()
+
+
+# --- item page --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RelationView:
+    type: str
+    direction: str  # "out" (this -> other) | "in" (other -> this)
+    confidence: float
+    other: Knowledge | None  # None: a statement the viewer may not see
+
+
+def lineage(*, principal: Principal, reader: Reader, item: Knowledge) -> dict[str, Any]:
+    """Sources, typed relations (other ends only when visible) and lifecycle history."""
+    sources = sources_by_knowledge([item.pk]).get(item.pk, [])
+    rels = list(Relation.objects.filter(Q(source_id=item.pk) | Q(target_id=item.pk))
+                .order_by("created_at"))
+    other_ids = {r.target_id if r.source_id == item.pk else r.source_id for r in rels}
+    visible = {k.pk: k for k in _knowledge_qs(principal).filter(pk__in=other_ids)
+               .filter(viewer_q(principal=principal, reader=reader))}
+    relations = [
+        RelationView(type=r.type, direction="out" if r.source_id == item.pk else "in",
+                     confidence=r.confidence,
+                     other=visible.get(r.target_id if r.source_id == item.pk else r.source_id))
+        for r in rels
+    ]
+    superseded_by = list(_knowledge_qs(principal).filter(supersedes_id=item.pk)
+                         .filter(viewer_q(principal=principal, reader=reader)))
+    supersedes = None
+    if item.supersedes_id is not None:
+        supersedes = (_knowledge_qs(principal).filter(pk=item.supersedes_id)
+                      .filter(viewer_q(principal=principal, reader=reader)).first())
+    events = list(LifecycleEvent.objects.filter(knowledge_id=item.pk)
+                  .select_related("actor_peer").order_by("created_at", "id"))
+    return {"sources": sources, "relations": relations, "events": events,
+            "supersedes": supersedes, "superseded_by": superseded_by}
+
+
+# --- audit ------------------------------------------------------------------------------
+
+def audit_page(*, principal: Principal, page: Any = 1) -> Page[AuditEntry]:
+    """The Account's audit chain, newest first (curators and administrators only; the
+    view checks the role)."""
+    qs = AuditEntry.objects.filter(account_id=principal.account_id).order_by("-seq")
+    return Paginator(qs, AUDIT_PAGE_SIZE).get_page(page)

@@ -1,0 +1,52 @@
+"""Presentation helpers for console templates (URLs and labels only, no decisions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.urls import reverse
+
+register = template.Library()
+
+
+@register.filter
+def scope_url(path: str) -> str:
+    """'/' -> /console/scopes/, '/marketing/social' -> /console/scopes/marketing/social/."""
+    inner = str(path or "/").strip("/")
+    if not inner:
+        return reverse("console:scope-root")
+    return reverse("console:scope-root") + inner + "/"
+
+
+@register.filter
+def human(value: Any) -> str:
+    """'needs_revalidation' -> 'needs revalidation'."""
+    return str(value or "").replace("_", " ")
+
+
+@register.filter
+def percent(value: Any) -> str:
+    try:
+        return f"{round(float(value) * 100)}%"
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.inclusion_tag("console/partials/state_badge.html")
+def state_badge(state: str) -> dict[str, Any]:
+    return {"state": state}
+
+
+@register.filter
+def depth(path: str) -> int:
+    """'/' -> 0, '/marketing' -> 1, '/marketing/social' -> 2."""
+    inner = str(path or "/").strip("/")
+    return 0 if not inner else inner.count("/") + 1
+
+
+@register.filter
+def leaf(path: str) -> str:
+    """'/marketing/social' -> 'social'; '/' -> '/'."""
+    inner = str(path or "/").strip("/")
+    return inner.rsplit("/", 1)[-1] if inner else "/"
