@@ -17,3 +17,12 @@ urlpatterns = [
     path("search", retrieval_api.SearchApi.as_view(), name="search"),
     path("", include("governance.urls")),
 ]
+
+from retrieval import read_api  # noqa: E402
+
+urlpatterns += [
+    path("context", read_api.ContextApi.as_view(), name="context"),
+    path("ask", read_api.AskApi.as_view(), name="ask"),
+    path("lineage", read_api.LineageApi.as_view(), name="lineage"),
+    path("stable-profile", read_api.StableProfileApi.as_view(), name="stable-profile"),
+]

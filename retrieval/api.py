@@ -14,6 +14,7 @@ from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError
 from retrieval import engine
 from retrieval.profiles import resolve_profile
+from retrieval.stable_profile import stable_profile
 
 
 class SearchApi(APIView):
@@ -26,6 +27,7 @@ class SearchApi(APIView):
         offset = serializers.IntegerField(min_value=0, max_value=1000, default=0)
         as_of = serializers.DateTimeField(required=False, allow_null=True)
         deadline_ms = serializers.IntegerField(min_value=10, max_value=10_000, required=False)
+        include_identity_profile = serializers.BooleanField(required=False, default=False)
 
     def post(self, request: Request) -> Response:
         if isinstance(request.data, dict) and "strategies" in request.data:
@@ -42,4 +44,8 @@ class SearchApi(APIView):
             profile = replace(profile, deadline_ms=v["deadline_ms"])
         result = engine.search(reader=reader, scope=scope, query=v["query"], profile=profile,
                                limit=v["limit"], offset=v["offset"], as_of=v.get("as_of"))
-        return Response(result.as_dict())
+        body = result.as_dict()
+        if v["include_identity_profile"]:
+            # Orientation only: appended beside the ranked list, never merged into it.
+            body["identity_profile"] = stable_profile(reader=reader, scope=scope)
+        return Response(body)

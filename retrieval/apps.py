@@ -3,3 +3,13 @@ from django.apps import AppConfig
 
 class RetrievalConfig(AppConfig):
     name = "retrieval"
+
+    def ready(self) -> None:
+        # Every lifecycle state change dirties the affected context projections and
+        # enqueues their rebuild on commit (retrieval.projections). Importing the task
+        # module registers it with workers (autodiscovery only finds `tasks` modules).
+        from knowledge.lifecycle import register_refresh_hook
+        from retrieval import entity_tasks, projection_tasks  # noqa: F401
+        from retrieval.projections import on_knowledge_change
+
+        register_refresh_hook(on_knowledge_change)

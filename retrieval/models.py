@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
-from knowledge.models import Account, Knowledge, Scope
+from knowledge.models import Account, Knowledge, Peer, Scope, Session
 
 
 class EmbeddingSpace(models.Model):
@@ -116,5 +117,84 @@ class EntityMention(models.Model):
             models.CheckConstraint(
                 condition=models.Q(confidence__gte=0) & models.Q(confidence__lte=1),
                 name="entity_mention_confidence_range"),
+        ]
+        indexes = [models.Index(fields=["account", "knowledge"])]
+
+
+class Projection(models.Model):
+    """A rebuildable context projection of governed knowledge: a peer profile, a scope
+    card or a session summary, anchored at exactly one scope (see retrieval.projections).
+
+    Not a second store: the payload is replaced wholesale by every rebuild, `dirty` is set
+    by the lifecycle refresh hook inside the transaction of every state change, and
+    `version` bumps on every rebuild and every dirty mark so a process-local payload cache
+    can tell it is stale. Readers also check every source statement is still live (state
+    and expiry) before serving a payload. A projection whose source statement is
+    hard-deleted disappears in the same transaction (trigger on ProjectionSource,
+    migration 0006).
+    """
+
+    class Kind(models.TextChoices):
+        PEER_PROFILE = "peer_profile"
+        SCOPE_CARD = "scope_card"
+        SESSION_SUMMARY = "session_summary"
+
+    class Audience(models.TextChoices):
+        # Peer profile: read by its subject only; may hold the subject's provisional rows.
+        SUBJECT = "subject"
+        # Shared: public/internal, about the scope, or promoted; read by peer readers.
+        SHARED = "shared"
+        # Public statements only; read by peerless credentials.
+        PUBLIC = "public"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    audience = models.CharField(max_length=10, choices=Audience.choices)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    peer = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="+")
+    payload = models.JSONField(default=dict, blank=True)
+    # The knowledge ids the payload was built from, in payload order.
+    source_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+    built_at = models.DateTimeField(null=True, blank=True)
+    dirty = models.BooleanField(default=True)
+    version = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_projection"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "kind", "audience", "scope", "peer", "session"],
+                nulls_distinct=False, name="projection_unique_key"),
+            models.CheckConstraint(
+                condition=(models.Q(kind="peer_profile", audience="subject",
+                                    peer__isnull=False, session__isnull=True)
+                           | models.Q(kind="scope_card", audience__in=["shared", "public"],
+                                      peer__isnull=True, session__isnull=True)
+                           | models.Q(kind="session_summary",
+                                      audience__in=["shared", "public"],
+                                      peer__isnull=True, session__isnull=False)),
+                name="projection_kind_shape"),
+        ]
+        indexes = [models.Index(fields=["account", "scope", "kind"])]
+
+
+class ProjectionSource(models.Model):
+    """Which statement a projection holds: the dirty-marking index and the erasure link."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    projection = models.ForeignKey(Projection, on_delete=models.CASCADE, related_name="links")
+    knowledge = models.ForeignKey(Knowledge, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        db_table = "memhouse_projection_source"
+        constraints = [
+            models.UniqueConstraint(fields=["projection", "knowledge"],
+                                    name="projection_source_unique"),
         ]
         indexes = [models.Index(fields=["account", "knowledge"])]

@@ -301,3 +301,14 @@ def test_pagination_continues_the_same_fused_order(live_server, corpus):
                      limit=3, offset=3)
     assert _ids(first) + _ids(second) == full
     assert first.json()["page"]["next_offset"] == 3
+
+
+def test_identity_profile_is_added_beside_the_ranking_without_changing_it(live_server, corpus):
+    w, _ = corpus
+    plain = _search(live_server, w.agent_key, query="Alice team hiking", peer_key="alice")
+    with_profile = _search(live_server, w.agent_key, query="Alice team hiking",
+                           peer_key="alice", include_identity_profile=True)
+    assert _ids(plain) == _ids(with_profile)
+    assert "identity_profile" not in plain.json()
+    profile = with_profile.json()["identity_profile"]
+    assert profile is not None and "entries" in profile

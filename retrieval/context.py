@@ -1,0 +1,190 @@
+"""get_context: a budgeted, reasoning-free context payload assembled from projections.
+
+A read at scope S for a reader needs, for S and each of its ancestors (the scopes a
+search at S selects): the scope card of the reader's audience, the reader's own peer
+profile (peer readers only) and, when a session is named, that session's summary.
+
+* **Hit** - every one of them is stored, clean and still live: the payload is assembled
+  from them alone, `projection_cache_hit: true`. The governed knowledge head is picked
+  from the projected statements without a model: by query-term overlap when a query is
+  given (statements sharing no term are left out), else by confidence and recency.
+* **Miss** - any is missing, dirty or stale: those are created or dirtied and rebuilt in
+  the background after commit, the clean ones still fill their sections, and the `fast`
+  profile runs live through `engine.search` to fill the knowledge head (with
+  `blank_fallback` for a blank query, so salience-recency can fill it):
+  `fast_fallback: true`.
+
+Sections are filled in priority order - knowledge head, session summary, peer profile,
+scope cards nearest first - and every statement appears once. The rendered `context` text
+never exceeds `budget_chars`; the structured sections hold exactly what the text holds.
+No generation model is called on this path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from knowledge.models import Peer, Scope, Session
+from knowledge.selectors import scope_ancestors
+from memhouse.principal import Reader
+from retrieval import engine
+from retrieval.lexical import analyze, normalize_term
+from retrieval.profiles import resolve_profile
+from retrieval.projections import Audience, Key, Kind, load
+
+DEFAULT_BUDGET = 4000
+MIN_BUDGET = 200
+MAX_BUDGET = 50_000
+HEAD_LIMIT = 12
+_WORD = re.compile(r"[\w']+")
+
+
+@dataclass
+class _Section:
+    name: str
+    title: str
+    entries: list[dict[str, Any]]
+
+
+def _words(text: str) -> set[str]:
+    return {normalize_term(w) for w in _WORD.findall(text.lower())}
+
+
+def _terms(query: str) -> set[str]:
+    out: set[str] = set()
+    for term in analyze(query).terms:
+        out |= _words(term)
+    return out
+
+
+def _salience_key(e: dict[str, Any]) -> tuple[float, str, str]:
+    # Higher confidence first, then newer, then id (inserted_at is ISO-8601, so the
+    # string order is the time order; negate it by sorting the whole key descending).
+    return (float(e.get("confidence") or 0), str(e.get("inserted_at") or ""), e["id"])
+
+
+def _head_from_projections(entries: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    unique = list({e["id"]: e for e in entries}.values())
+    terms = _terms(query) if query.strip() else set()
+    if not terms:
+        if query.strip():
+            return []  # a query of nothing but boilerplate matches nothing
+        return sorted(unique, key=_salience_key, reverse=True)[:HEAD_LIMIT]
+    scored = [(len(terms & _words(e["statement"])), e) for e in unique]
+    scored = [(s, e) for s, e in scored if s > 0]
+    scored.sort(key=lambda se: (se[0], *_salience_key(se[1])), reverse=True)
+    return [e for _, e in scored[:HEAD_LIMIT]]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _entry_from_candidate(c: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": c["id"], "statement": c["statement"], "kind": c["kind"], "level": c["level"],
+        "sensitivity": c["sensitivity"], "state": c["state"], "confidence": c["confidence"],
+        "subject_peer_key": c["subject_peer_key"], "scope": c["scope"],
+        "relevant_from": _iso(c["relevant_from"]), "relevant_until": _iso(c["relevant_until"]),
+        "inserted_at": _iso(c["inserted_at"]),
+    }
+
+
+def _fit(sections: list[_Section], budget: int) -> tuple[str, dict[str, list[dict[str, Any]]],
+                                                         int]:
+    """Greedy, priority-ordered packing of statements into the character budget."""
+    text = ""
+    placed: set[str] = set()
+    kept: dict[str, list[dict[str, Any]]] = {}
+    omitted = 0
+    for section in sections:
+        header = f"## {section.title}\n"
+        kept[section.name] = []
+        for e in section.entries:
+            if e["id"] in placed:
+                continue
+            line = f"- {e['statement']}\n"
+            cost = len(line) + (0 if kept[section.name] else len(header))
+            if len(text) + cost > budget:
+                omitted += 1
+                continue
+            if not kept[section.name]:
+                text += header
+            text += line
+            kept[section.name].append(e)
+            placed.add(e["id"])
+    return text, kept, omitted
+
+
+def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
+                query: str = "", budget_chars: int = DEFAULT_BUDGET) -> dict[str, Any]:
+    chain = sorted(scope_ancestors(scope).values_list("id", "path"),
+                   key=lambda row: len(row[1]), reverse=True)  # nearest first
+    audience = Audience.PUBLIC if reader.posture == "public_only" else Audience.SHARED
+    cards = [Key(Kind.SCOPE_CARD, audience, sid) for sid, _ in chain]
+    profiles = ([Key(Kind.PEER_PROFILE, Audience.SUBJECT, sid, peer_id=reader.peer_id)
+                 for sid, _ in chain] if reader.peer_id is not None else [])
+    summaries = ([Key(Kind.SESSION_SUMMARY, audience, sid, session_id=session.id)
+                  for sid, _ in chain] if session is not None else [])
+    loaded = load(reader.account_id, [*cards, *profiles, *summaries])
+    hit = loaded.complete
+
+    def entries_of(keys: list[Key]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for k in keys:
+            out += (loaded.payloads.get(k) or {}).get("entries", [])
+        return out
+
+    retrieval: dict[str, Any] | None = None
+    if hit:
+        head = _head_from_projections(
+            entries_of(summaries) + entries_of(profiles) + entries_of(cards), query)
+    else:
+        profile = resolve_profile(requested="fast", scope=scope, default="fast")
+        result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
+                               limit=HEAD_LIMIT, blank_fallback=not query.strip())
+        head = [_entry_from_candidate(c) for c in result.candidates]
+        retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}
+    sections = [_Section("knowledge", "Knowledge", head)]
+    if session is not None:
+        sections.append(_Section("session_summary", "Session summary", entries_of(summaries)))
+    if profiles:
+        sections.append(_Section("peer_profile", "Peer profile", entries_of(profiles)))
+    path_of = dict(chain)
+    for k in cards:
+        sections.append(_Section(f"scope_card:{k.scope_id}", f"Scope {path_of[k.scope_id]}",
+                                 entries_of([k])))
+    text, kept, omitted = _fit(sections, budget_chars)
+    peer_key = (Peer.objects.filter(pk=reader.peer_id).values_list("key", flat=True).first()
+                if reader.peer_id is not None else None)
+    return {
+        "scope": scope.path,
+        "reader_posture": reader.posture,
+        "budget_chars": budget_chars,
+        "used_chars": len(text),
+        "truncated": omitted > 0,
+        "omitted_statements": omitted,
+        "context": text,
+        "knowledge": kept["knowledge"],
+        "session_summary": ({"session": session.external_id, "available":
+                             all(k in loaded.payloads for k in summaries),
+                             "entries": kept["session_summary"]}
+                            if session is not None else None),
+        "peer_profile": ({"peer_key": peer_key,
+                          "available": all(k in loaded.payloads for k in profiles),
+                          "entries": kept["peer_profile"]} if profiles else None),
+        "scope_cards": [{"scope": path_of[k.scope_id], "available": k in loaded.payloads,
+                         "entries": kept[f"scope_card:{k.scope_id}"]} for k in cards],
+        "projection_cache_hit": hit,
+        "fast_fallback": not hit,
+        "projections": {
+            "required": len(cards) + len(profiles) + len(summaries),
+            "reused": len(loaded.payloads), "missing": len(loaded.missing),
+            "dirty": len(loaded.dirty), "stale": len(loaded.stale),
+            "local_cache_hits": loaded.local_hits, "loaded_from_database": loaded.loaded,
+        },
+        "retrieval": retrieval,
+    }

@@ -1,0 +1,116 @@
+"""The agent read APIs beyond search: context, ask, lineage and the stable profile.
+
+Thin views in the style of retrieval.api.SearchApi: validate, resolve the reader
+(`peer_key` names the peer the read is for; an unknown key is 400 `unknown_peer_key`),
+authorise the scope (unauthorised and missing scopes are the same 404), call the domain
+function. RLS confines everything to the caller's Account, so another Account's scopes,
+sessions and statements are 404s.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from knowledge.models import Session
+from knowledge.selectors import reader_for, scope_ancestors, scope_for_read
+from memhouse.authentication import principal_of
+from memhouse.errors import ApplicationError, NotFound
+from retrieval import context as context_mod
+from retrieval import lineage as lineage_mod
+from retrieval.ask import EFFORTS, ask
+from retrieval.profiles import resolve_profile
+from retrieval.stable_profile import stable_profile
+
+
+class ContextApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        scope = serializers.CharField(max_length=500)
+        peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+        session = serializers.CharField(max_length=200, required=False, allow_null=True)
+        query = serializers.CharField(max_length=2000, required=False, allow_blank=True,
+                                      allow_null=True, default="")
+        budget_chars = serializers.IntegerField(min_value=context_mod.MIN_BUDGET,
+                                                max_value=context_mod.MAX_BUDGET,
+                                                default=context_mod.DEFAULT_BUDGET)
+
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
+        scope = scope_for_read(reader=reader, path=v["scope"])
+        session = None
+        if v.get("session"):
+            session = (Session.objects.select_related("scope")
+                       .filter(account_id=reader.account_id, external_id=v["session"]).first())
+            chain = set(scope_ancestors(scope).values_list("id", flat=True))
+            if session is None or not (session.scope_id in chain
+                                       or reader.may_read_scope(session.scope.path)):
+                raise NotFound("session")
+        return Response(context_mod.get_context(reader=reader, scope=scope, session=session,
+                                                query=v.get("query") or "",
+                                                budget_chars=v["budget_chars"]))
+
+
+class AskApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        query = serializers.CharField(max_length=2000, trim_whitespace=True)
+        scope = serializers.CharField(max_length=500)
+        peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+        effort = serializers.ChoiceField(choices=EFFORTS, required=False, allow_null=True)
+        include_source_recall = serializers.BooleanField(required=False, default=False)
+
+    def post(self, request: Request) -> Response:
+        if isinstance(request.data, dict) and "strategies" in request.data:
+            raise ApplicationError("strategy_override_forbidden",
+                                   "strategies come from the profile; choose a profile instead")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
+        scope = scope_for_read(reader=reader, path=v["scope"])
+        profile = resolve_profile(requested=None, scope=scope, default="thorough")
+        return Response(ask(reader=reader, scope=scope, query=v["query"], profile=profile,
+                            effort=v.get("effort"),
+                            include_source_recall=v["include_source_recall"]))
+
+
+class LineageApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        knowledge_id = serializers.UUIDField()
+        peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+        depth = serializers.IntegerField(min_value=1, max_value=lineage_mod.MAX_DEPTH, default=2)
+        fan_out = serializers.IntegerField(min_value=1, max_value=lineage_mod.MAX_FAN_OUT,
+                                           default=8)
+        max_nodes = serializers.IntegerField(min_value=1, max_value=lineage_mod.MAX_NODES,
+                                             default=50)
+
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
+        return Response(lineage_mod.lineage(reader=reader, knowledge_id=v["knowledge_id"],
+                                            depth=v["depth"], fan_out=v["fan_out"],
+                                            max_nodes=v["max_nodes"]))
+
+
+class StableProfileApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+        scope = serializers.CharField(max_length=500, required=False, allow_null=True)
+
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
+        scope = scope_for_read(reader=reader, path=v["scope"]) if v.get("scope") else None
+        profile = stable_profile(reader=reader, scope=scope)
+        if profile is None:
+            raise ApplicationError("peer_required", "a stable profile is about a peer: this "
+                                   "credential has none, so name one with peer_key")
+        return Response(profile)

@@ -1,0 +1,135 @@
+"""The stable identity profile: a live projection, rebuilt from canonical knowledge on
+every call, with no model and no stored copy (so expiry, deletion, retraction,
+supersession or a scope change cannot leave a second profile behind).
+
+It keeps a small allowlist of stable, direct, source-backed identity facts about the
+reader, selected in SQL through the reader's visibility filters:
+
+* about the reader (subject = the reading peer), active, not expired, at a scope the read
+  may see;
+* kind fact, relation or skill - never preferences or events;
+* no transient state: no declared expiry, and not past its valid-time end;
+* public or internal sensitivity - never personal or restricted traits;
+* direct: not inferred by dream-time work (deduction, consolidation, summaries);
+* backed by at least one live source (a message, or a version not tombstoned).
+
+Contradictory claims (a `contradicts` relation between two entries) are kept side by
+side, adjacent in the list and grouped in `conflicts`. Each entry links its governed
+knowledge id and its direct source ids; consumers cite the knowledge, not the profile.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from knowledge import lifecycle
+from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation, Scope
+from knowledge.selectors import scope_ancestors, visible_knowledge
+from memhouse.principal import Reader, ancestor_paths
+
+STABLE_KINDS = (Knowledge.Kind.FACT, Knowledge.Kind.RELATION, Knowledge.Kind.SKILL)
+STABLE_SENSITIVITIES = (Knowledge.Sensitivity.PUBLIC, Knowledge.Sensitivity.INTERNAL)
+# Extractors of inferred claims and behavioural summaries (dream-time work).
+INFERRED_EXTRACTORS = ("deduction", "consolidation", "summary")
+MAX_ENTRIES = 30
+
+
+def readable_scope_ids(reader: Reader) -> list[uuid.UUID]:
+    """Scopes a read with no explicit scope may see: every scope within the reader's
+    roots, and their ancestors (context flows downward)."""
+    qs = Scope.objects.filter(account_id=reader.account_id)
+    if reader.scope_roots is not None:
+        q = Q(pk__in=[])
+        for root in reader.scope_roots:
+            q |= (Q(path=root) | Q(path__startswith=root.rstrip("/") + "/")
+                  | Q(path__in=ancestor_paths(root)))
+        qs = qs.filter(q)
+    return list(qs.values_list("id", flat=True))
+
+
+def live_source_q(prefix: str = "") -> Q:
+    return (Q(**{f"{prefix}message__isnull": False})
+            | Q(**{f"{prefix}document_version__isnull": False,
+                   f"{prefix}document_version__tombstoned_at__isnull": True}))
+
+
+def stable_statements(*, reader: Reader, scope: Scope | None = None) -> QuerySet[Knowledge]:
+    """The allowlisted statements about the reader, in profile order."""
+    now = timezone.now()
+    scope_ids = (list(scope_ancestors(scope).values_list("id", flat=True))
+                 if scope is not None else readable_scope_ids(reader))
+    sourced = KnowledgeSource.objects.filter(knowledge_id=OuterRef("pk")).filter(live_source_q())
+    return (visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
+            .filter(subject_peer_id=reader.peer_id,
+                    state=lifecycle.ACTIVE, kind__in=STABLE_KINDS,
+                    sensitivity__in=STABLE_SENSITIVITIES, expires_at__isnull=True)
+            .filter(Q(relevant_until__isnull=True) | Q(relevant_until__gt=now))
+            .exclude(extractor__in=INFERRED_EXTRACTORS)
+            .filter(Exists(sourced))
+            .order_by("kind", "-confidence", "inserted_at", "id"))
+
+
+def stable_profile(*, reader: Reader, scope: Scope | None = None) -> dict[str, Any] | None:
+    """The reader's stable profile, or None for a reader that is nobody (peerless)."""
+    if reader.peer_id is None:
+        return None
+    rows = list(stable_statements(reader=reader, scope=scope)
+                .select_related("scope")[:MAX_ENTRIES])
+    ids = [k.id for k in rows]
+    sources: dict[uuid.UUID, dict[str, list[str]]] = {
+        i: {"messages": [], "document_versions": []} for i in ids}
+    for kid, mid, dvid in (KnowledgeSource.objects.filter(knowledge_id__in=ids)
+                           .filter(live_source_q()).order_by("created_at", "id")
+                           .values_list("knowledge_id", "message_id", "document_version_id")):
+        if mid is not None:
+            sources[kid]["messages"].append(str(mid))
+        else:
+            sources[kid]["document_versions"].append(str(dvid))
+    # Contradictions among the entries: union-find into side-by-side groups.
+    parent = {i: i for i in ids}
+
+    def find(i: uuid.UUID) -> uuid.UUID:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    contradicts: dict[uuid.UUID, set[uuid.UUID]] = {i: set() for i in ids}
+    for a, b in (Relation.objects.filter(type=Relation.Type.CONTRADICTS, source_id__in=ids,
+                                         target_id__in=ids)
+                 .values_list("source_id", "target_id")):
+        contradicts[a].add(b)
+        contradicts[b].add(a)
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb, key=ids.index)] = min(ra, rb, key=ids.index)
+    groups: dict[uuid.UUID, list[Knowledge]] = {}
+    for k in rows:
+        groups.setdefault(find(k.id), []).append(k)
+    entries: list[dict[str, Any]] = []
+    conflicts: list[list[str]] = []
+    for members in groups.values():
+        if len(members) > 1:
+            conflicts.append([str(k.id) for k in members])
+        for k in members:
+            entries.append({
+                "knowledge_id": str(k.id), "statement": k.statement, "kind": k.kind,
+                "scope": k.scope.path, "confidence": k.confidence,
+                "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
+                "source_ids": sources[k.id],
+                "contradicts": sorted(str(o) for o in contradicts[k.id]),
+            })
+    peer_key = Peer.objects.filter(pk=reader.peer_id).values_list("key", flat=True).first()
+    return {
+        "peer_key": peer_key,
+        "scope": scope.path if scope is not None else None,
+        "entries": entries,
+        "conflicts": conflicts,
+        "rebuilt_at": timezone.now(),
+        "allowlist": {"kinds": list(STABLE_KINDS), "sensitivities": list(STABLE_SENSITIVITIES),
+                      "direct_only": True, "source_backed": True},
+    }

@@ -1,0 +1,303 @@
+"""POST /api/v1/ask over real HTTP, against a real fake OpenAI-compatible server on
+127.0.0.1 configured through Django settings."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from knowledge import services
+from knowledge.models import Message, Relation
+from memhouse.tenancy import account_context
+from retrieval import ask as ask_mod
+from tests.memhouse.test_llm import FakeOpenAI, Reply, ok
+from tests.retrieval.test_context import fake_model  # noqa: F401 - fixture
+from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QUESTION = "Where did Alice go for support?"
+
+
+def _ask(live_server, key, **body) -> httpx.Response:
+    body.setdefault("scope", "/marketing/social")
+    return httpx.post(f"{live_server.url}/api/v1/ask", json=body,
+                      headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def _ok(r: httpx.Response) -> dict:
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _answer(citations: list[str], confidence: int, text: str = "An answer.") -> Reply:
+    return ok({"answer": text, "citations": citations, "answer_confidence": confidence})
+
+
+def _user_payload(request: dict) -> dict:
+    return json.loads(request["json"]["messages"][1]["content"])
+
+
+@pytest.fixture
+def model(fake_model, settings):  # noqa: F811
+    settings.MEMHOUSE_LLM_MAX_RETRIES = 0
+    return fake_model
+
+
+def test_a_model_answer_cites_only_retrieved_ids(live_server, corpus, model):  # noqa: F811
+    w, ids = corpus
+    invented = str(uuid.uuid4())
+    model.script = [_answer([ids["support"], invented, "S1", ids["paid"]], 82,
+                            "Alice went to an LGBTQ support group.")]
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    assert [c["id"] for c in body["citations"]] == [ids["support"]]  # invented ones dropped
+    assert body["supporting_statements"] == ["Alice went to an LGBTQ support group."]
+    assert body["answer"] == "Alice went to an LGBTQ support group."
+    assert body["answer_confidence"] == 82 and body["abstained"] is False
+    assert body["answer_degraded"] is None and body["profile"] == "thorough"
+    assert len(model.requests) == 1
+    request = model.requests[0]
+    assert request["json"]["response_format"]["json_schema"]["name"] == "ask_answer_v1"
+    sent = [e["id"] for e in _user_payload(request)["evidence"]]
+    assert sent == [c["id"] for c in body["candidates"]] == [e["id"] for e in
+                                                               body["recall_evidence"]]
+    assert ids["asthma"] in sent  # alice's own row is hers to read
+    assert ids["paid"] not in sent and ids["bob_prov"] not in sent
+    assert all(e["origin"] == "base" for e in body["recall_evidence"])
+
+
+def test_only_invented_citations_mean_an_empty_abstention(live_server, corpus,  # noqa: F811
+                                                          model):
+    w, _ = corpus
+    model.script = [_answer([str(uuid.uuid4()), "made-up"], 95, "Alice went to Mars.")]
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    assert body["citations"] == [] and body["supporting_statements"] == []
+    assert body["abstained"] is True and body["answer_confidence"] == 0
+    assert body["answer"] is None and "Mars" not in json.dumps(body)
+    assert body["abstention_reason"] == "no_supported_citation"
+
+
+def test_low_confidence_abstains_but_keeps_its_citations(live_server, corpus,  # noqa: F811
+                                                         model):
+    w, ids = corpus
+    model.script = [_answer([ids["support"]], 30, "Possibly a support group.")]
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    assert body["answer_confidence"] == 30 and body["abstained"] is True
+    assert [c["id"] for c in body["citations"]] == [ids["support"]]
+    assert body["answer"] == "Possibly a support group." and body["answer_degraded"] is None
+
+
+def test_a_provider_failure_degrades_the_answer(live_server, corpus, model):  # noqa: F811
+    w, _ = corpus
+    model.script = [Reply(500, {"error": {"message": "boom"}})]
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    assert body["answer_degraded"] == "http_error"
+    assert body["abstained"] is True and body["answer_confidence"] == 0
+    assert "failed" in body["answer"]
+    assert [c["id"] for c in body["citations"]] == [c["id"] for c in body["candidates"]]
+    assert body["supporting_statements"] == [c["statement"] for c in body["candidates"]]
+    assert body["citations"]
+
+
+def test_a_timeout_is_named_too(live_server, corpus, model, settings):  # noqa: F811
+    w, _ = corpus
+    settings.MEMHOUSE_LLM_TIMEOUT = 0.3
+    model.script = [Reply(delay=1.0, body={})]
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    assert body["answer_degraded"] == "timeout" and body["abstained"] is True
+
+
+def test_empty_candidates_abstain_without_a_model_call(live_server, corpus, model):  # noqa: F811
+    w, _ = corpus
+    with account_context(w.account.id):
+        services.scope_ensure(account_id=w.account.id, path="/engineering")
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, scope="/engineering"))
+    assert body["candidates"] == [] and body["citations"] == []
+    assert body["abstained"] is True and body["answer_confidence"] == 0
+    assert body["abstention_reason"] == "no_candidates"
+    assert model.requests == []
+
+
+def test_without_a_provider_the_top_statements_are_concatenated(live_server, corpus,  # noqa: F811
+                                                                settings):
+    w, _ = corpus
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    top = [c["statement"] for c in body["candidates"][:3]]
+    assert body["answer"] == " ".join(top)
+    assert body["answer_confidence"] == 40 and body["abstained"] is True
+    assert body["answer_degraded"] is None
+    assert body["supporting_statements"] == top
+
+
+@pytest.fixture
+def garden(corpus):  # noqa: F811
+    """More garden statements than one 12-item page, a sourced stable fact and a relation
+    from every garden statement to an otherwise unrelated one."""
+    w, ids = corpus
+    plants = ["tomatoes", "basil", "roses", "lavender", "peppers", "mint", "tulips",
+              "strawberries", "courgettes", "sunflowers", "rosemary", "lettuce", "beans",
+              "dahlias"]
+    with account_context(w.account.id):
+        ids["garden"] = [_add(w, f"Alice grows {p} in her garden.") for p in plants]
+        m = Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
+                                   text="I work as an architect in Lisbon.",
+                                   occurred_at=datetime.now(UTC))
+        ids["architect_msg"] = str(m.id)
+        ids["architect"] = _add(w, "Alice works as an architect in Lisbon.",
+                                sources=[{"message": m, "excerpt": "architect in Lisbon"}])
+        ids["grandmother"] = _add(w, "Alice's grandmother was a schoolteacher in Braga.")
+        for g in ids["garden"]:
+            Relation.objects.create(account=w.account, source_id=g,
+                                    target_id=ids["grandmother"], type="related")
+        m2 = Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
+                                    text="My asthma flares up at work sometimes.",
+                                    occurred_at=datetime.now(UTC))
+        ids["asthma_msg"] = str(m2.id)
+        _add(w, "Alice's asthma flares up at work.", sensitivity="personal",
+             sources=[{"message": m2, "excerpt": "asthma flares up at work"}])
+    return w, ids
+
+
+GARDEN_Q = "What grows in Alice's garden?"
+
+
+def _check_shape(body: dict, retain: int) -> list[dict]:
+    evidence = body["recall_evidence"]
+    base = [c["id"] for c in body["candidates"]]
+    assert len(base) == 12 and len(evidence) <= 12
+    assert [e["id"] for e in evidence[:retain]] == base[:retain]
+    assert [e["base_rank"] for e in evidence[:retain]] == list(range(1, retain + 1))
+    new = [e for e in evidence if e["origin"] != "base"]
+    assert new and all(e["id"] not in base for e in new)  # the whole page was reserved
+    # new tool evidence comes before any refill from the base tail
+    tail = [i for i, e in enumerate(evidence) if e["origin"] == "base" and i >= retain]
+    assert all(i > max(evidence.index(e) for e in new) for i in tail)
+    assert [e["rank"] for e in evidence] == list(range(1, len(evidence) + 1))
+    return new
+
+
+@pytest.mark.parametrize(("effort", "retain"), [("low", 11), ("medium", 8), ("high", 6)])
+def test_effort_presets_keep_their_head_and_reserve_new_slots(live_server, garden,
+                                                              settings, effort, retain):
+    w, ids = garden
+    settings.MEMHOUSE_LLM_BASE_URL = ""  # deterministic planner
+    body = _ok(_ask(live_server, w.agent_key, query=GARDEN_Q, peer_key="alice",
+                    effort=effort))
+    new = _check_shape(body, retain)
+    recall = body["recall"]
+    assert recall["planner"] == "deterministic" and recall["tool_profile"] == "thorough"
+    assert recall["retained_head"] == retain
+    assert recall["used"]["tool_calls"] <= recall["budgets"]["tool_calls"]
+    assert recall["used"]["planner_calls"] == 0
+    assert all(c["profile"] == "thorough" for c in recall["tool_calls"]
+               if c["tool"] == "knowledge_search")
+    assert "source_exact" not in recall["tools"]  # not without include_source_recall
+    if effort == "high":
+        origins = {e["id"]: e["origin"] for e in new}
+        assert origins.get(ids["architect"]) == "stable_profile"
+        assert origins.get(ids["grandmother"]) == "lineage"
+    assert body["answer"] is not None and body["answer_confidence"] == 40
+
+
+def test_a_model_planner_runs_within_its_closed_tool_set(live_server, garden,
+                                                         model):
+    w, ids = garden
+    model.script = [
+        ok({"steps": [{"tool": "stable_profile", "query": ""}], "done": True}),
+        _answer([ids["architect"]], 70, "Alice is an architect."),
+    ]
+    body = _ok(_ask(live_server, w.agent_key, query="What does Alice do for a living?",
+                    peer_key="alice", effort="medium"))
+    plan_request = model.requests[0]["json"]
+    schema = plan_request["response_format"]["json_schema"]
+    assert schema["name"] == "ask_plan_v1"
+    assert schema["schema"]["properties"]["steps"]["items"]["properties"]["tool"]["enum"] == [
+        "knowledge_search", "stable_profile", "lineage"]
+    recall = body["recall"]
+    assert recall["planner"] == "model" and recall["used"]["planner_calls"] == 1
+    assert recall["used"]["tool_calls"] == 1
+    assert [c["id"] for c in body["citations"]] == [ids["architect"]]
+    assert body["answer_confidence"] == 70 and not body["abstained"]
+    answered = [e["id"] for e in _user_payload(model.requests[1])["evidence"]]
+    assert answered == [e["id"] for e in body["recall_evidence"]]
+
+
+def test_source_tools_join_only_with_include_source_recall(live_server, garden,
+                                                           model):
+    w, ids = garden
+    model.script = [
+        ok({"steps": [{"tool": "source_exact", "query": "architect Lisbon"}], "done": True}),
+        _answer([ids["architect_msg"]], 65, "She said she works as an architect."),
+    ]
+    body = _ok(_ask(live_server, w.agent_key, query="What does Alice do for a living?",
+                    peer_key="alice", effort="low", include_source_recall=True))
+    enum = model.requests[0]["json"]["response_format"]["json_schema"]["schema"][
+        "properties"]["steps"]["items"]["properties"]["tool"]["enum"]
+    assert enum == ["knowledge_search", "stable_profile", "lineage", "source_exact",
+                    "source_semantic"]
+    cited = body["citations"]
+    assert [c["id"] for c in cited] == [ids["architect_msg"]]
+    assert cited[0]["type"] == "source_message" and "architect" in cited[0]["excerpt"]
+
+
+def test_source_recall_never_returns_a_message_with_hidden_derived_content(
+        live_server, garden, settings):
+    w, ids = garden
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    q = "Where does Alice work and what happens at work?"
+    alice = _ok(_ask(live_server, w.agent_key, query=q, peer_key="alice", effort="high",
+                     include_source_recall=True))
+    found = {e["id"]: e for e in alice["recall_evidence"]}
+    assert found[ids["architect_msg"]]["type"] == "source_message"
+    assert ids["asthma_msg"] in found  # her own words
+    bob = _ok(_ask(live_server, w.agent_key, query=q, peer_key="bob", effort="high",
+                   include_source_recall=True))
+    assert ids["asthma_msg"] not in json.dumps(bob) and "flares" not in json.dumps(bob)
+    assert ids["architect_msg"] in {e["id"] for e in bob["recall_evidence"]}
+
+
+def test_the_evidence_token_ceiling_is_enforced(live_server, garden, settings,
+                                                monkeypatch):
+    w, _ = garden
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    monkeypatch.setitem(ask_mod.PRESETS, "medium",
+                        replace(ask_mod.PRESETS["medium"], evidence_tokens=90, query_tokens=2))
+    body = _ok(_ask(live_server, w.agent_key, query=GARDEN_Q, peer_key="alice",
+                    effort="medium"))
+    recall = body["recall"]
+    assert {"evidence_tokens", "query_tokens"} <= set(recall["exhausted"])
+    assert sum(e["tokens"] for e in body["recall_evidence"]) <= 90
+    assert recall["used"]["evidence_tokens"] <= 90
+    assert all(c["query_tokens"] <= 2 for c in recall["tool_calls"])
+
+
+@pytest.mark.parametrize(("body", "status", "code"), [
+    ({"query": ""}, 400, "invalid_input"),
+    ({"query": "x", "effort": "extreme"}, 400, "invalid_input"),
+    ({"query": "x", "include_source_recall": "maybe"}, 400, "invalid_input"),
+    ({"query": "x", "peer_key": "ghost"}, 400, "unknown_peer_key"),
+    ({"query": "x", "scope": "/nowhere"}, 404, "not_found"),
+    ({"query": "x", "strategies": ["lexical"]}, 400, "strategy_override_forbidden"),
+])
+def test_bad_ask_input_is_a_clear_4xx(live_server, corpus, settings, body, status,  # noqa: F811
+                                      code):
+    w, _ = corpus
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    r = _ask(live_server, w.agent_key, **body)
+    assert r.status_code == status and r.json()["error"]["code"] == code
+
+
+def test_outsider_gets_404(live_server, corpus, model):  # noqa: F811
+    w, _ = corpus
+    r = _ask(live_server, w.outsider_key, query=QUESTION)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert model.requests == []
+
+
+def test_fake_server_is_loopback(model: FakeOpenAI) -> None:
+    assert model.base_url.startswith("http://127.0.0.1:")
