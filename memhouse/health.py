@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, JsonResponse
@@ -11,7 +12,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
-def readyz(request: HttpRequest) -> JsonResponse:
+def _database() -> dict[str, str]:
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cur:
@@ -24,6 +25,33 @@ def readyz(request: HttpRequest) -> JsonResponse:
         checks["migrations"] = "ok" if not pending else "pending"
     except Exception:  # a probe reports, it does not raise
         checks["database"] = "unavailable"
-    ok = all(v == "ok" for v in checks.values())
+    return checks
+
+
+def _broker() -> str:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return "not_used"  # work runs in-process
+    try:
+        import redis
+
+        redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1).ping()
+        return "ok"
+    except Exception:
+        return "unavailable"
+
+
+def _embedder() -> str:
+    try:
+        from retrieval.embedding import get_embedder
+
+        get_embedder().identity  # noqa: B018  (resolves the model files and their digest)
+        return "ok"
+    except Exception:
+        return "unavailable"
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    checks = {**_database(), "broker": _broker(), "embedder": _embedder()}
+    ok = all(v in ("ok", "not_used") for v in checks.values())
     return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks},
                         status=200 if ok else 503)

@@ -114,7 +114,16 @@ def test_console_session_authenticates_the_api(live_server, committed_world):
 def test_health_probes(live_server, db):
     assert httpx.get(f"{live_server.url}/healthz").json() == {"status": "ok"}
     r = httpx.get(f"{live_server.url}/readyz")
-    assert r.status_code == 200 and r.json()["checks"]["database"] == "ok"
+    assert r.status_code == 200
+    assert r.json()["checks"] == {"database": "ok", "migrations": "ok", "broker": "not_used",
+                                  "embedder": "ok"}
+
+
+def test_readiness_fails_when_the_broker_is_down(live_server, db, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    r = httpx.get(f"{live_server.url}/readyz")
+    assert r.status_code == 503 and r.json()["checks"]["broker"] == "unavailable"
 
 
 def test_peerless_machine_key_authenticates_without_a_peer(live_server, committed_world):
