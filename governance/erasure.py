@@ -167,8 +167,9 @@ def peer_erase(*, actor: Peer, peer_key: str) -> ErasureOutcome:
     """The peer, their messages, credentials and sign-in user, and every statement whose
     subject they are (with its provenance, relations, history, validations, questions).
 
-    Refused (409) while the peer appears as the actor of lifecycle history on statements
-    about someone else: that history is append-only (see the report on erasure limits).
+    Lifecycle events in which the peer decided about someone else's statement are kept,
+    with the actor blanked to 'peer:erased'. The audit chain keeps its entries (it cannot
+    change without breaking), but no audit payload carries statement text.
     """
     _require_admin(actor)
     peer = Peer.objects.select_for_update().filter(key=peer_key).first()
@@ -177,12 +178,6 @@ def peer_erase(*, actor: Peer, peer_key: str) -> ErasureOutcome:
     if peer.pk == actor.pk:
         raise ApplicationError("cannot_erase_self", "an administrator cannot erase themself",
                                status_code=409)
-    if LifecycleEvent.objects.filter(actor_peer=peer).exclude(
-            knowledge__subject_peer=peer).exists():
-        raise ApplicationError(
-            "peer_has_governance_history",
-            "this peer made governance decisions about other people's statements, and that "
-            "lifecycle history is append-only; it cannot be erased", status_code=409)
     record_id = uuid.uuid4()
     message_ids = list(Message.objects.filter(peer=peer).values_list("id", flat=True))
     about = list(Knowledge.objects.filter(subject_peer=peer).values_list("id", flat=True))
@@ -193,6 +188,10 @@ def peer_erase(*, actor: Peer, peer_key: str) -> ErasureOutcome:
     Knowledge.objects.filter(proposed_by=peer).update(proposed_by=None)
     Document.objects.filter(peer=peer).update(peer=None)
     Validation.objects.filter(resolved_by=peer).update(resolved_by=None)
+    # Decisions this peer made about others stay as history, without naming them
+    # (the knowledge trigger allows exactly this change of a lifecycle event).
+    LifecycleEvent.objects.filter(actor_peer=peer).exclude(knowledge_id__in=about).update(
+        actor_peer=None, actor="peer:erased")
     Knowledge.objects.filter(pk__in=about).delete()
     KnowledgeSource.objects.filter(message_id__in=message_ids).delete()
     Message.objects.filter(pk__in=message_ids).delete()

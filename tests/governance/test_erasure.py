@@ -22,6 +22,7 @@ from knowledge.models import (
     DocumentVersion,
     Knowledge,
     KnowledgeSource,
+    LifecycleEvent,
     Message,
     Peer,
 )
@@ -115,14 +116,24 @@ def test_peer_erasure_deletes_them_and_everything_about_them(world, admin):
     assert audit.verify(world.account.id).ok
 
 
-def test_a_curator_with_decisions_on_others_cannot_be_erased(world, admin):
+def test_a_curator_with_decisions_on_others_is_erased_and_the_history_kept(world, admin):
     held = propose(world, "The team ships on Fridays.", subject=None, level="scope")
     transition(held, "held", actor="system:test", reason="f4_scope_hold")
     services.knowledge_approve(item=held, actor=world.curator)
-    with pytest.raises(ApplicationError) as exc:
-        erasure.peer_erase(actor=admin, peer_key="carol")
-    assert exc.value.code == "peer_has_governance_history"
-    assert Peer.objects.filter(key="carol").exists()
+    erasure.peer_erase(actor=admin, peer_key="carol")
+    assert not Peer.objects.filter(key="carol").exists()
+    decision = LifecycleEvent.objects.get(knowledge=held, to_state="active")
+    assert (decision.actor_peer_id, decision.actor) == (None, "peer:erased")
+    assert audit.verify(world.account.id).ok
+
+
+def test_lifecycle_history_is_otherwise_append_only(world):
+    item = propose(world, "Alice likes tea.")
+    event = LifecycleEvent.objects.filter(knowledge=item).first()
+    for change in ({"reason": "forged"}, {"actor": "peer:erased", "to_state": "active"},
+                   {"actor": "system:other"}):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            LifecycleEvent.objects.filter(pk=event.pk).update(**change)
 
 
 def test_the_ledger_is_append_only_and_isolated(world, admin):
