@@ -148,6 +148,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # --- Models (optional) ----------------------------------------------------------------
 MEMHOUSE_EMBEDDER = env_str("MEMHOUSE_EMBEDDER", "minilm")
 MEMHOUSE_EMBEDDING_QUERY_PREFIX = env_str("MEMHOUSE_EMBEDDING_QUERY_PREFIX", "")
+# One intra-op thread: a 10-word query is too small to split, and with several requests
+# and strategy threads in flight more threads only contend (measured in bench/README.md).
+MEMHOUSE_EMBEDDER_THREADS = env_int("MEMHOUSE_EMBEDDER_THREADS", 1, minimum=1)
 MEMHOUSE_QUERY_CACHE_SIZE = env_int("MEMHOUSE_QUERY_CACHE_SIZE", 1024, minimum=0)
 MEMHOUSE_LLM_BASE_URL = env_str("MEMHOUSE_LLM_BASE_URL", "")
 MEMHOUSE_LLM_MODEL = env_str("MEMHOUSE_LLM_MODEL", "")

@@ -291,14 +291,15 @@ _embedder: Embedder | None = None
 _embedder_lock = threading.Lock()
 
 
-def build_embedder(name: str, *, query_prefix: str = "") -> Embedder:
+def build_embedder(name: str, *, query_prefix: str = "",
+                   num_threads: int | None = None) -> Embedder:
     """Build the embedder named by ``MEMHOUSE_EMBEDDER``; unknown names are a config error."""
     from django.core.exceptions import ImproperlyConfigured
 
     if not isinstance(query_prefix, str):
         raise ImproperlyConfigured("MEMHOUSE_EMBEDDING_QUERY_PREFIX must be a string")
     if name == "minilm":
-        return SentenceTransformerEmbedder(query_prefix=query_prefix)
+        return SentenceTransformerEmbedder(query_prefix=query_prefix, num_threads=num_threads)
     supported = ", ".join(sorted(SUPPORTED_EMBEDDERS))
     raise ImproperlyConfigured(
         f"MEMHOUSE_EMBEDDER={name!r} is not a supported embedder; supported: {supported}"
@@ -321,7 +322,8 @@ def get_embedder() -> Embedder:
 
                 name = getattr(settings, "MEMHOUSE_EMBEDDER", "minilm")
                 prefix = getattr(settings, "MEMHOUSE_EMBEDDING_QUERY_PREFIX", "")
-                _embedder = build_embedder(name, query_prefix=prefix)
+                threads = getattr(settings, "MEMHOUSE_EMBEDDER_THREADS", None)
+                _embedder = build_embedder(name, query_prefix=prefix, num_threads=threads)
             embedder = _embedder
     return embedder
 

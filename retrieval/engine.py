@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from knowledge.models import Scope
@@ -97,9 +96,35 @@ class _Running:
                     log.debug("cancel failed", exc_info=True)
 
 
+# Strategy threads keep their database connection between searches (the pool is
+# bounded, so so are the connections): opening one costs more than most strategies.
+_strategy_connections: set[Any] = set()
+_strategy_connections_lock = threading.Lock()
+
+
+def _ready_connection() -> None:
+    if connection.connection is not None and (connection.errors_occurred
+                                              or not connection.is_usable()):
+        connection.close()
+    with _strategy_connections_lock:
+        _strategy_connections.add(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper
+
+
+def close_strategy_connections() -> None:
+    """Close the pool threads' connections (tests and shutdown; not during searches)."""
+    with _strategy_connections_lock:
+        wrappers = list(_strategy_connections)
+        _strategy_connections.clear()
+    for wrapper in wrappers:
+        raw = wrapper.connection
+        if raw is not None:
+            raw.close()
+            wrapper.connection = None
+
+
 def _execute(run: Callable[[StrategyContext], StrategyResult], ctx: StrategyContext,
              deadline: float, running: _Running) -> StrategyResult:
-    connection.close_if_unusable_or_obsolete()
+    _ready_connection()
     try:
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
@@ -116,8 +141,6 @@ def _execute(run: Callable[[StrategyContext], StrategyResult], ctx: StrategyCont
     finally:
         with running.lock:
             running.pgconn = None
-        if not settings.DATABASES["default"].get("CONN_MAX_AGE"):
-            connection.close()
 
 
 def _run_all(jobs: dict[str, tuple[Callable[[StrategyContext], StrategyResult], StrategyContext]],
@@ -188,18 +211,13 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     runnable = [s for s in configured if s not in dropped]
     missing = [s for s in runnable if s != "relation_expand" and s not in FIRST_STAGE]
     dropped.update({s: "unavailable" for s in missing})
-    space_id: uuid.UUID | None = None
-    vector: tuple[float, ...] = ()
-    if "semantic" in runnable and query.strip():
-        try:
-            space_id, vector = _space_and_vector(reader, query)
-        except Exception:
-            log.warning("query embedding failed", exc_info=True)
-            dropped["semantic"] = "error"
     base = StrategyContext(
         reader=reader, scope_ids=scope_ids, query=query, lexical=lex, now=now, limit=head,
-        as_of=as_of, query_vector=vector or None, space_id=space_id,
-        options={"lanes": profile.lanes, "blank_fallback": blank_fallback})
+        as_of=as_of,
+        # The query is embedded inside the semantic strategy's own thread, so lexical and
+        # the others do not wait for the model, and a slow embedding costs only semantic.
+        options={"lanes": profile.lanes, "blank_fallback": blank_fallback,
+                 "vectorize": lambda: _space_and_vector(reader, query)})
     jobs = {s: (FIRST_STAGE[s], base) for s in runnable
             if s in FIRST_STAGE and s not in dropped}
     done, late = _run_all(jobs, deadline)

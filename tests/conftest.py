@@ -78,3 +78,13 @@ def committed_world(transactional_db: Any) -> World:
     with transaction.atomic():
         w = build_world()
     return w
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_strategy_connections(django_db_setup: Any, django_db_blocker: Any) -> Any:
+    """Retrieval strategy threads keep their connections; close them before the test
+    database is dropped."""
+    yield
+    from retrieval.engine import close_strategy_connections
+
+    close_strategy_connections()

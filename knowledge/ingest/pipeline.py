@@ -46,13 +46,30 @@ def get_extractor() -> Extractor:
     return RuleBasedExtractor()
 
 
-def known_peer_names(account_id: uuid.UUID) -> dict[str, str]:
-    names: dict[str, str] = {}
+def known_peer_names(account_id: uuid.UUID, scope_id: uuid.UUID | None = None
+                     ) -> dict[str, str]:
+    """Lower-cased display names and aliases -> peer_key, for third-person subjects.
+
+    A name shared by several peers resolves only to the one of them who has spoken in
+    this scope; when that does not single one out, the name is left out: an ambiguous
+    name never guesses a subject (and never sends a confirmation question to the wrong
+    person).
+    """
+    by_name: dict[str, set[str]] = {}
     for key, display, aliases in Peer.objects.filter(account_id=account_id).values_list(
             "key", "display_name", "aliases"):
         for name in [display, *(aliases or [])]:
             if name:
-                names[name.lower()] = key
+                by_name.setdefault(name.lower(), set()).add(key)
+    local: set[str] = set()
+    if scope_id is not None and any(len(keys) > 1 for keys in by_name.values()):
+        local = set(Message.objects.filter(account_id=account_id, scope_id=scope_id)
+                    .values_list("peer__key", flat=True).distinct())
+    names: dict[str, str] = {}
+    for name, keys in by_name.items():
+        candidates = keys if len(keys) == 1 else keys & local
+        if len(candidates) == 1:
+            names[name] = next(iter(candidates))
     return names
 
 
@@ -115,7 +132,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
         msg = Message.objects.select_related("peer").filter(pk=message_id).first()
         if msg is None or msg.extracted_at is not None:
             return Outcome()
-        names = known_peer_names(account_id)
+        names = known_peer_names(account_id, msg.scope_id)
         observed = ObservedMessage(
             message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
             speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names)
@@ -205,7 +222,7 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
             pk=version_id, tombstoned_at__isnull=True).first()
         if version is None:
             return Outcome()
-        names = known_peer_names(account_id)
+        names = known_peer_names(account_id, version.document.scope_id)
         text, created = version.text, version.created_at
     claims = document_claims(text, names=names, occurred_at=created)
     outcome = Outcome()

@@ -47,7 +47,10 @@ def run(ctx: StrategyContext) -> StrategyResult:
         coverage = " + ".join(["(k.search_vector @@ to_tsquery('english', %s))::int"]
                               * len(operands)) or "0"
         params += operands
-        coverage_sql = f"({coverage})::float / {max(1, len(operands))}"
+        # Terms that are English stop words match nothing; they do not count as missed.
+        coverage_sql = (f"({coverage})::float / GREATEST(1, (SELECT count(*) FROM "
+                        f"unnest(%s::text[]) t WHERE numnode(to_tsquery('english', t)) > 0))")
+        params.append(operands)
     else:
         coverage_sql = "1.0"
     sql = (f"SELECT k.id::text, {coverage_sql} + ts_rank_cd(k.search_vector, {q}, 1) AS score, "

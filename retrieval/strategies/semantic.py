@@ -7,6 +7,8 @@ the index until `limit` visible rows are found.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.db import connection
 
 from retrieval.strategies.base import StrategyContext, StrategyResult
@@ -41,6 +43,11 @@ def _search(ctx: StrategyContext, limit: int, lane: str | None) -> list[tuple[st
 
 def run(ctx: StrategyContext) -> StrategyResult:
     result = StrategyResult(NAME)
+    if ctx.query_vector is None and ctx.query.strip() and "vectorize" in ctx.options:
+        space_id, vector = ctx.options["vectorize"]()
+        if space_id is None:
+            return result  # nothing has been embedded in this identity yet: empty, not hidden
+        ctx = replace(ctx, query_vector=tuple(vector), space_id=space_id)
     if ctx.query_vector is None or ctx.space_id is None or not ctx.query.strip():
         result.applicable, result.reason = False, "applicability"
         return result

@@ -209,3 +209,29 @@ def test_document_input_errors(live_server, chat):
     r = _post(live_server, chat.outsider_key, "documents/00000000-0000-0000-0000-000000000000/"
               "versions", {"text": "x"})
     assert r.status_code == 404
+
+
+def test_a_name_shared_by_two_peers_resolves_only_within_the_scope(chat):
+    from django.utils import timezone
+
+    from knowledge.ingest.services import IncomingMessage, messages_ingest
+    from memhouse.principal import Principal
+
+    w = chat
+    now = timezone.now()
+    with account_context(w.account.id):
+        for key in ("john-a", "john-b"):
+            services.peer_create(account_id=w.account.id, key=key, kind="human",
+                                 display_name="John")
+        services.scope_ensure(account_id=w.account.id, path="/x")
+        services.scope_ensure(account_id=w.account.id, path="/y")
+        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key")
+        messages_ingest(principal=p, scope_path="/x", messages=[
+            IncomingMessage(text="I keep bees on my roof.", occurred_at=now, peer_key="john-a")])
+        messages_ingest(principal=p, scope_path="/x", messages=[
+            IncomingMessage(text="John painted a lake.", occurred_at=now, peer_key="caroline")])
+        messages_ingest(principal=p, scope_path="/y", messages=[
+            IncomingMessage(text="John bought a canoe.", occurred_at=now, peer_key="caroline")])
+    rows = _knowledge(w)
+    assert rows["John painted a lake."].subject_peer.key == "john-a"
+    assert not any("canoe" in s for s in rows)  # ambiguous in /y: no subject is guessed

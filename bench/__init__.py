@@ -1,0 +1,1 @@
+"""MemHouse benchmarks (LoCoMo ingest/retrieval, scale latency). See bench/README.md."""

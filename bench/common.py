@@ -1,0 +1,451 @@
+"""Shared benchmark plumbing: a private database, memory sampling and LoCoMo ingest.
+
+Import order matters: call :func:`bootstrap` before importing anything that needs Django
+models. It points Django at `bench.settings`, creates the database `bench_<name>` on the
+same PostgreSQL server as the app (the app role has CREATEDB; `vector` comes from
+template1), migrates it, and registers its removal (unless keep_db).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import resource
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Private database
+# ---------------------------------------------------------------------------------------
+
+_state: dict[str, Any] = {}
+
+
+def _server_conn(dbname: str = "postgres") -> Any:
+    import psycopg
+
+    from memhouse.settings import DATABASES  # starts/reuses the embedded server
+
+    db: dict[str, Any] = DATABASES["default"]
+    return psycopg.connect(host=db["HOST"] or None, port=db["PORT"] or None,
+                           user=db["USER"] or None, password=db.get("PASSWORD") or None,
+                           dbname=dbname, autocommit=True)
+
+
+def bootstrap(name: str, *, keep_db: bool = False) -> str:
+    """Create and migrate `bench_<name>`, set Django up against it. Returns the db name."""
+    from psycopg import sql
+
+    dbname = f"bench_{re.sub(r'[^a-z0-9_]', '_', name.lower())}"
+    os.environ["MEMHOUSE_BENCH_DB"] = dbname
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    with _server_conn() as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(dbname)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    log(f"created database {dbname}")
+    _state["dbname"] = dbname
+    if not keep_db:
+        atexit.register(drop_database)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    t = time.monotonic()
+    call_command("migrate", verbosity=0)
+    log(f"migrated {dbname} in {time.monotonic() - t:.1f}s")
+    return dbname
+
+
+def drop_database() -> None:
+    dbname = _state.pop("dbname", None)
+    if not dbname:
+        return
+    from django.db import connections
+    from psycopg import sql
+
+    connections.close_all()
+    try:
+        with _server_conn() as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(dbname)))
+        log(f"dropped database {dbname}")
+    except Exception as exc:  # never hide the benchmark's own result behind cleanup
+        log(f"could not drop {dbname}: {exc}")
+
+
+# ---------------------------------------------------------------------------------------
+# Memory: this process (ru_maxrss) and the PostgreSQL server processes (/proc sampling)
+# ---------------------------------------------------------------------------------------
+
+
+def _status_kb(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("VmRSS", "VmHWM", "RssAnon", "RssShmem", "RssFile"):
+                    out[key] = int(rest.split()[0])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return out
+
+
+def _postmaster_pid() -> int | None:
+    from memhouse.embedded_db import default_data_dir
+
+    data_dir = Path(os.environ.get("MEMHOUSE_DATA_DIR") or default_data_dir())
+    try:
+        return int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def _server_processes(postmaster: int) -> list[tuple[int, str]]:
+    procs = [(postmaster, "postmaster")]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid != postmaster:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            procs.append((int(entry), cmd))
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+    return procs
+
+
+class MemorySampler:
+    """Samples the embedded PostgreSQL server's processes every `interval` seconds.
+
+    RSS of a PostgreSQL process includes the shared buffers it has touched (RssShmem),
+    so summing VmRSS over processes double-counts shared memory. We therefore keep:
+    - backends_anon_kb: peak over samples of the sum of RssAnon (private memory) over the
+      backends connected to the benchmark database;
+    - server_anon_kb: the same over every server process (postmaster, checkpointer, ...,
+      and backends of other databases);
+    - shmem_kb: peak RssShmem of any one process (shared buffers actually touched);
+    - backend_hwm_kb: the largest VmHWM (kernel peak RSS, shared pages included) of any
+      benchmark backend seen.
+    Short-lived backends (the engine opens one connection per strategy) that start and
+    end between two samples are missed; the numbers are lower bounds.
+    """
+
+    def __init__(self, dbname: str, interval: float = 0.5) -> None:
+        self.dbname = dbname
+        self.interval = interval
+        self.postmaster = _postmaster_pid()
+        self.peak = {"backends_anon_kb": 0, "server_anon_kb": 0, "shmem_kb": 0,
+                     "backend_hwm_kb": 0, "backends_seen": 0, "max_concurrent_backends": 0}
+        self._seen: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> MemorySampler:
+        if self.postmaster is not None:
+            self._thread.start()
+        return self
+
+    def sample(self) -> None:
+        if self.postmaster is None:
+            return
+        backends_anon = server_anon = shmem = hwm = n = 0
+        for pid, cmd in _server_processes(self.postmaster):
+            st = _status_kb(pid)
+            server_anon += st.get("RssAnon", 0)
+            shmem = max(shmem, st.get("RssShmem", 0))
+            if f" {self.dbname} " in f" {cmd} ":
+                n += 1
+                self._seen.add(pid)
+                backends_anon += st.get("RssAnon", 0)
+                hwm = max(hwm, st.get("VmHWM", 0))
+        p = self.peak
+        p["backends_anon_kb"] = max(p["backends_anon_kb"], backends_anon)
+        p["server_anon_kb"] = max(p["server_anon_kb"], server_anon)
+        p["shmem_kb"] = max(p["shmem_kb"], shmem)
+        p["backend_hwm_kb"] = max(p["backend_hwm_kb"], hwm)
+        p["max_concurrent_backends"] = max(p["max_concurrent_backends"], n)
+        p["backends_seen"] = len(self._seen)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with contextlib.suppress(Exception):  # sampling must never break a benchmark
+                self.sample()
+
+    def stop(self) -> dict[str, Any]:
+        self.sample()
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        p = self.peak
+        return {
+            "method": "sampled /proc/<pid>/status of the postmaster and its children every "
+                      f"{self.interval}s; lower bounds (short-lived backends can be missed)",
+            "measured": self.postmaster is not None,
+            "bench_backends_private_peak_mb": round(p["backends_anon_kb"] / 1024, 1),
+            "bench_backend_vmhwm_max_mb": round(p["backend_hwm_kb"] / 1024, 1),
+            "server_private_peak_mb": round(p["server_anon_kb"] / 1024, 1),
+            "shared_buffers_touched_peak_mb": round(p["shmem_kb"] / 1024, 1),
+            "bench_backends_seen": p["backends_seen"],
+            "max_concurrent_bench_backends": p["max_concurrent_backends"],
+        }
+
+
+def python_peak_rss_mb() -> float:
+    # Linux reports ru_maxrss in KiB.
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def server_settings() -> dict[str, str]:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT name, setting, unit FROM pg_settings WHERE name IN "
+                    "('shared_buffers','work_mem','maintenance_work_mem','max_connections',"
+                    "'max_parallel_maintenance_workers','max_parallel_workers_per_gather')")
+        rows = cur.fetchall()
+        cur.execute("SELECT version(), (SELECT extversion FROM pg_extension "
+                    "WHERE extname = 'vector')")
+        version, vector = cur.fetchone()
+    out = {n: f"{s}{(' ' + u) if u else ''}" for n, s, u in rows}
+    out["server_version"] = version.split(" on ")[0]
+    out["pgvector"] = vector
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# LoCoMo
+# ---------------------------------------------------------------------------------------
+
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+
+
+def normalise_evidence(raw: Any) -> list[str]:
+    """LoCoMo evidence lists hold a few malformed entries ("D8:6; D9:17", "D:11:26", "D"):
+    extract every D<session>:<turn> they contain; drop what names no turn."""
+    out: list[str] = []
+    for item in raw or []:
+        for a, b in _EVIDENCE.findall(str(item)):
+            dia = f"D{int(a)}:{int(b)}"
+            if dia not in out:
+                out.append(dia)
+    return out
+
+
+def parse_session_date(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> 2023-05-08 13:56 UTC (LoCoMo gives no time zone)."""
+    cleaned = " ".join(text.replace(",", ", ").split()).replace(" ,", ",")
+    return datetime.strptime(cleaned, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    session: int
+    occurred_at: datetime
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    qa: list[dict[str, Any]]
+    scope_path: str = ""
+    scope_id: Any = None
+    peer_keys: dict[str, str] = field(default_factory=dict)
+
+
+def load_locomo(path: str | Path, limit: int | None = None) -> list[Conversation]:
+    data = json.loads(Path(path).read_text())
+    convs: list[Conversation] = []
+    for sample in data[: limit or None]:
+        c = sample["conversation"]
+        sessions = sorted(int(m.group(1)) for k in c
+                          if (m := re.fullmatch(r"session_(\d+)", k)) and c[k])
+        turns: list[Turn] = []
+        for n in sessions:
+            when = parse_session_date(c[f"session_{n}_date_time"])
+            for t in c[f"session_{n}"]:
+                turns.append(Turn(t["dia_id"], t["speaker"], t["text"], n, when))
+        convs.append(Conversation(sample["sample_id"], (c["speaker_a"], c["speaker_b"]),
+                                  turns, sample["qa"]))
+    return convs
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
+                  account_name: str = "LoCoMo bench") -> tuple[Any, dict[str, Any]]:
+    """Every turn as a Message through messages_ingest (eager pipeline). Returns the
+    Account id and the ingest statistics (see bench/README.md for the keys)."""
+    from django.db import connection
+
+    from knowledge import services
+    from knowledge.ingest.services import IncomingMessage, messages_ingest
+    from knowledge.models import Knowledge, KnowledgeSource, Message
+    from memhouse.principal import Principal
+    from memhouse.tenancy import account_context
+    from retrieval.embedding import get_embedder
+    from retrieval.models import EntityMention, KnowledgeVector
+
+    t0 = time.monotonic()
+    embedder = get_embedder()
+    embedder.embed_documents(["warm up the embedding model"])
+    model_load_s = time.monotonic() - t0
+    log(f"embedder {embedder.identity.key} loaded in {model_load_s:.1f}s")
+
+    account = services.account_create(name=account_name, slug=_slug(account_name))
+    account_id = account.id
+    with account_context(account_id):
+        importer = services.peer_create(account_id=account_id, key="bench-importer",
+                                        kind="agent", display_name="bench importer")
+        for conv in convs:
+            conv.scope_path = f"/locomo/{conv.sample_id}"
+            conv.scope_id = services.scope_ensure(account_id=account_id,
+                                                  path=conv.scope_path).id
+            for name in conv.speakers:
+                key = f"{conv.sample_id}:{_slug(name)}"
+                services.peer_create(account_id=account_id, key=key, kind="human",
+                                     display_name=name)
+                conv.peer_keys[name] = key
+    principal = Principal(account_id=account_id, peer=importer, via="api_key",
+                          scope_paths=("/",))
+
+    total = sum(len(c.turns) for c in convs)
+    done = 0
+    batches: list[dict[str, Any]] = []
+    sampler = MemorySampler(connection.settings_dict["NAME"]).start()
+    started = time.monotonic()
+    for conv in convs:
+        by_session: dict[int, list[Turn]] = defaultdict(list)
+        for t in conv.turns:
+            by_session[t.session].append(t)
+        for session, turns in sorted(by_session.items()):
+            for i in range(0, len(turns), batch_size):
+                chunk = turns[i:i + batch_size]
+                msgs = [IncomingMessage(text=t.text, occurred_at=t.occurred_at,
+                                        client_message_id=f"{conv.sample_id}:{t.dia_id}",
+                                        peer_key=conv.peer_keys[t.speaker],
+                                        metadata={"dia_id": t.dia_id})
+                        for t in chunk if t.text.strip()]
+                bt = time.monotonic()
+                with account_context(account_id):
+                    # on_commit hooks (the eager pipeline) run when this block commits.
+                    messages_ingest(principal=principal, scope_path=conv.scope_path,
+                                    messages=msgs,
+                                    session_id=f"{conv.sample_id}:session_{session}")
+                elapsed = time.monotonic() - bt
+                done += len(msgs)
+                batches.append({"conversation": conv.sample_id, "session": session,
+                                "messages": len(msgs), "seconds": round(elapsed, 3)})
+                rate = done / (time.monotonic() - started)
+                log(f"ingest {conv.sample_id} session {session}: {len(msgs)} msgs in "
+                    f"{elapsed:.2f}s ({len(msgs) / elapsed:.1f}/s) - {done}/{total} "
+                    f"overall {rate:.1f} msgs/s")
+    wall = time.monotonic() - started
+    server_mem = sampler.stop()
+
+    with account_context(account_id):
+        states = dict(Counter(Knowledge.objects.values_list("state", flat=True)))
+        kinds_active = dict(Counter(Knowledge.objects.filter(state="active")
+                                    .values_list("kind", flat=True)))
+        n_messages = Message.objects.count()
+        n_extracted = Message.objects.filter(extracted_at__isnull=False).count()
+        n_vectors = KnowledgeVector.objects.count()
+        n_mentions = EntityMention.objects.count()
+        n_sources = KnowledgeSource.objects.count()
+        per_conv = {}
+        for conv in convs:
+            per_conv[conv.sample_id] = {
+                "turns": len(conv.turns),
+                "knowledge_by_state": dict(Counter(Knowledge.objects.filter(
+                    scope_id=conv.scope_id).values_list("state", flat=True))),
+            }
+    proposals = sum(states.values())
+    stats = {
+        "messages": n_messages,
+        "messages_extracted": n_extracted,
+        "wall_seconds": round(wall, 2),
+        "messages_per_second": round(n_messages / wall, 2) if wall else None,
+        "model_load_seconds": round(model_load_s, 2),
+        "batches": len(batches),
+        "batch_seconds_p50": _pct([b["seconds"] for b in batches], 50),
+        "batch_seconds_max": max((b["seconds"] for b in batches), default=None),
+        "knowledge_by_state": states,
+        "active_by_kind": kinds_active,
+        "proposals": proposals,
+        "claims_per_turn": round(proposals / n_messages, 3) if n_messages else None,
+        "active_per_turn": round(states.get("active", 0) / n_messages, 3) if n_messages else None,
+        "knowledge_sources": n_sources,
+        "vectors": n_vectors,
+        "entity_mentions_after_pipeline": n_mentions,
+        "python_peak_rss_mb": python_peak_rss_mb(),
+        "postgres": server_mem,
+        "per_conversation": per_conv,
+    }
+    return account_id, stats
+
+
+def _pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    import numpy as np
+
+    return round(float(np.percentile(np.asarray(values, dtype=float), p)), 3)
+
+
+def rebuild_entity_index(account_id: Any) -> dict[str, Any]:
+    """The operator/dream-time entity rebuild (retrieval.entities.rebuild_entities): the
+    ingest pipeline does not index entities itself (see bench/README.md)."""
+    from retrieval.entities import rebuild_entities
+
+    t = time.monotonic()
+    counts = rebuild_entities(account_id)
+    return {**counts, "seconds": round(time.monotonic() - t, 2)}
+
+
+def write_json(path: str | Path, payload: dict[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)
+
+
+def fix_sys_path() -> None:
+    """Scripts run as `python bench/x.py` get bench/ as sys.path[0], where retrieval.py
+    would shadow the `retrieval` app. Put the repo root there instead."""
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))

@@ -1,0 +1,102 @@
+"""LoCoMo ingest throughput through the whole MemHouse pipeline.
+
+    .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
+        --out bench/results/ingest.json [--limit-conversations N] [--keep-db]
+
+Every turn becomes a Message (one Account, one scope /locomo/<sample_id> per conversation,
+peers = the two speakers), ingested per session through knowledge.ingest.services.
+messages_ingest with the eager Celery setting, so each batch runs extraction, gates and
+embedding before the call returns. Output keys: see bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import fix_sys_path
+
+fix_sys_path()
+
+from bench import common  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--limit-conversations", type=int, default=None)
+    ap.add_argument("--batch-size", type=int, default=100,
+                    help="max messages per messages_ingest call (a session is split)")
+    ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--db-name", default="ingest")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="override torch.set_num_threads after the model loads (default: "
+                         "the embedder's own setting, os.cpu_count())")
+    args = ap.parse_args(argv)
+
+    dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
+    import logging
+
+    logging.getLogger("celery").setLevel(logging.WARNING)  # one line per task otherwise
+    if args.torch_threads:
+        import torch
+
+        from retrieval.embedding import get_embedder
+
+        get_embedder().embed_documents(["load the model"])
+        torch.set_num_threads(args.torch_threads)
+    import torch
+
+    loadavg_start = os.getloadavg()
+    convs = common.load_locomo(args.dataset, args.limit_conversations)
+    common.log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
+    _account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size)
+    from django.conf import settings
+
+    payload = {
+        "benchmark": "ingest",
+        "dataset": str(Path(args.dataset).resolve()),
+        "conversations": [c.sample_id for c in convs],
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **stats,
+        "config": {
+            "database": dbname,
+            "kept_database": args.keep_db,
+            "batch_size": args.batch_size,
+            "celery_eager": settings.CELERY_TASK_ALWAYS_EAGER,
+            "extractor": _extractor_name(),
+            "embedder": _embedder_key(),
+            "server": common.server_settings(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "loadavg_start": loadavg_start,
+            "loadavg_end": os.getloadavg(),
+        },
+    }
+    common.write_json(args.out, payload)
+    common.log(f"{stats['messages']} messages in {stats['wall_seconds']}s = "
+               f"{stats['messages_per_second']} msgs/s; states {stats['knowledge_by_state']}; "
+               f"python peak RSS {stats['python_peak_rss_mb']} MB -> {args.out}")
+    return 0
+
+
+def _extractor_name() -> str:
+    from knowledge.ingest.pipeline import get_extractor
+
+    e = get_extractor()
+    return f"{e.name}/{e.version}"
+
+
+def _embedder_key() -> str:
+    from retrieval.embedding import get_embedder
+
+    return get_embedder().identity.key
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

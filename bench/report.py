@@ -1,0 +1,112 @@
+"""Print the headline figures of bench/results/*.json as Markdown (for bench/README.md).
+
+    .venv/bin/python bench/report.py [--ingest bench/results/ingest.json]
+        [--retrieval bench/results/retrieval.json] [--control FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+SYSTEMS = ("balanced", "thorough", "dense_baseline", "dense_baseline_speaker",
+           "fts_baseline", "fts_baseline_speaker")
+
+
+def _f(v: Any) -> str:
+    return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _la(v: Any) -> str:
+    return f"{v[0]:.1f}" if v else "?"
+
+
+def recall_table(r: dict[str, Any], title: str) -> list[str]:
+    out = [f"**{title}** (questions: {r['systems']['balanced']['questions']})", "",
+           "| system | k | overall | 1 multi-hop | 2 temporal | 3 open-domain | 4 single-hop |",
+           "|---|---|---|---|---|---|---|"]
+    for s in SYSTEMS:
+        if s not in r["systems"]:
+            continue
+        for k in (5, 10, 20):
+            v = r["systems"][s][f"recall_at_{k}"]
+            out.append(f"| {s} | {k} | {_f(v['overall'])} | {_f(v['1'])} | {_f(v['2'])} | "
+                       f"{_f(v['3'])} | {_f(v['4'])} |")
+    c = r.get("governed_ceiling", {}).get("evidence_share_with_searchable_knowledge")
+    if c:
+        out.append(f"| ceiling: evidence turns with searchable knowledge | - | {_f(c['overall'])}"
+                   f" | {_f(c['1'])} | {_f(c['2'])} | {_f(c['3'])} | {_f(c['4'])} |")
+    out.append("")
+    out += ["| profile | p50 ms | p95 ms | p99 ms | searches with a dropped strategy (timeout) "
+            "| query embedding p50/p95 ms |", "|---|---|---|---|---|---|"]
+    for p in ("balanced", "thorough"):
+        v = r["systems"].get(p)
+        if not v:
+            continue
+        lat = v["latency_ms"]
+        drops = max([n for k, n in v["dropped_strategies"].items() if k.endswith(":timeout")],
+                    default=0)
+        qv = v["strategy_timings"]["strategy_body_ms"].get("phase:query_vector", {})
+        out.append(f"| {p} | {lat['p50']} | {lat['p95']} | {lat['p99']} | {drops} "
+                   f"(max over strategies) | {qv.get('p50')}/{qv.get('p95')} |")
+    out.append("")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ingest", default="bench/results/ingest.json")
+    ap.add_argument("--retrieval", default="bench/results/retrieval.json")
+    ap.add_argument("--control", default=None,
+                    help="a second retrieval JSON (e.g. --torch-threads 1) to print too")
+    args = ap.parse_args()
+    lines: list[str] = []
+    if Path(args.ingest).exists():
+        i = json.loads(Path(args.ingest).read_text())
+        pg = i["postgres"]
+        lines += ["**Ingest** (`bench/results/ingest.json`)", "",
+                  f"- {i['messages']} turns in {i['wall_seconds']} s = "
+                  f"**{i['messages_per_second']} messages/s** through the whole pipeline "
+                  f"(1-min load average {_la(i['config'].get('loadavg_start'))} -> "
+                  f"{_la(i['config'].get('loadavg_end'))} on {i['config']['cpu_count']} cores, "
+                  f"torch threads {i['config'].get('torch_threads')})",
+                  f"- knowledge by state: {i['knowledge_by_state']}; claims per turn "
+                  f"{i['claims_per_turn']}, active per turn {i['active_per_turn']}",
+                  f"- peak RSS: benchmark process {i['python_peak_rss_mb']} MB; PostgreSQL "
+                  f"backend private peak {pg['bench_backends_private_peak_mb']} MB "
+                  f"(VmHWM {pg['bench_backend_vmhwm_max_mb']} MB incl. shared), whole server "
+                  f"private {pg['server_private_peak_mb']} MB, shared buffers touched "
+                  f"{pg['shared_buffers_touched_peak_mb']} MB", ""]
+    if Path(args.retrieval).exists():
+        r = json.loads(Path(args.retrieval).read_text())
+        lines += recall_table(r, "LoCoMo evidence recall (`bench/results/retrieval.json`)")
+        if r.get("scale"):
+            lines += ["**Scale: balanced search over synthetic statements**", "",
+                      "| statements in the Account (all Accounts) | p50 ms | p95 ms | p99 ms | "
+                      "searches dropping a strategy | semantic uses HNSW | query embedding "
+                      "p50/p95 ms | HNSW build s | load avg after |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for n, v in r["scale"].items():
+                if "latency_ms" not in v:
+                    lines.append(f"| {n} | {v.get('error', 'not finished')} |")
+                    continue
+                lat, qe = v["latency_ms"], v["query_embedding_ms"]
+                hnsw = v["explain"].get("semantic", {}).get("uses_hnsw_index")
+                la = ", ".join(f"{x:.1f}" for x in v.get("loadavg_after", []))
+                lines.append(f"| {n} ({v['total_rows_all_accounts']}) | {lat['p50']} | "
+                             f"{lat['p95']} | {lat['p99']} | "
+                             f"{v['searches_with_timeout_drop']}/{v['searches']} | {hnsw} | "
+                             f"{qe['p50']}/{qe['p95']} | {v['hnsw_build_seconds']} | {la} |")
+            lines.append("")
+    if args.control and Path(args.control).exists():
+        c = json.loads(Path(args.control).read_text())
+        lines += recall_table(c, f"Control run (`{args.control}`, torch threads "
+                                 f"{c['config'].get('torch_threads')})")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1006 @@
+"""LoCoMo evidence recall (governed search vs raw-turn baselines) and scale latency.
+
+    .venv/bin/python bench/retrieval.py --dataset /work/shared/eval/locomo/locomo_dev.json \
+        --out bench/results/retrieval.json --plot bench/results/retrieval.png \
+        [--limit-conversations N] [--sizes 10000,100000,1000000] [--skip-scale] [--keep-db]
+
+One command, one private database (bench_retrieval):
+  a. ingest LoCoMo through the pipeline (bench/common.py), rebuild the entity index, then
+     for every QA of categories 1-4 run retrieval.engine.search for the profiles balanced
+     and thorough (internal reader, the conversation's scope, limit 20) and score evidence
+     recall@5/10/20 through KnowledgeSource provenance;
+  b. the same questions against a dense-only (numpy cosine, same embedder) and an FTS-only
+     (PostgreSQL ts_rank_cd) baseline over the raw turns;
+  c. scale latency of balanced searches over synthetic statements in one Account among 10;
+  d. JSON (keys in bench/README.md) and a PNG plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import sys
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import fix_sys_path
+
+fix_sys_path()
+
+import numpy as np  # noqa: E402
+
+from bench import common  # noqa: E402
+from bench.common import log  # noqa: E402
+
+KS = (5, 10, 20)
+CATEGORIES = ("1", "2", "3", "4")
+CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
+PROFILES = ("balanced", "thorough")
+
+
+# =======================================================================================
+# Recall bookkeeping
+# =======================================================================================
+
+
+class StrategyTimer:
+    """Per-strategy timings, by wrapping (at run time, in this process only) the engine's
+    `_execute` (connection + transaction + SET LOCAL + strategy) and each FIRST_STAGE
+    function (the strategy body alone). App code is not modified."""
+
+    def __init__(self) -> None:
+        self.exec_ms: dict[str, list[float]] = defaultdict(list)
+        self.run_ms: dict[str, list[float]] = defaultdict(list)
+        self._lock = __import__("threading").Lock()
+        self._saved: dict[str, Any] = {}
+
+    def install(self) -> StrategyTimer:
+        from retrieval import engine
+
+        self._saved = {"_execute": engine._execute, "stage": dict(engine.FIRST_STAGE)}
+        orig_exec = engine._execute
+
+        def timed_exec(run: Any, ctx: Any, deadline: float, running: Any) -> Any:
+            t = time.monotonic()
+            try:
+                return orig_exec(run, ctx, deadline, running)
+            finally:
+                name = getattr(run, "_bench_name", getattr(run, "__module__", "?"))
+                with self._lock:
+                    self.exec_ms[name.rsplit(".", 1)[-1]].append(
+                        (time.monotonic() - t) * 1000)
+
+        for name, fn in list(engine.FIRST_STAGE.items()):
+            engine.FIRST_STAGE[name] = self._wrap(name, fn)
+        engine._execute = timed_exec
+        # Main-thread phases: query embedding + space lookup, and page hydration.
+        self._saved["_space_and_vector"] = engine._space_and_vector
+        self._saved["_hydrate"] = engine._hydrate
+        engine._space_and_vector = self._wrap("phase:query_vector", engine._space_and_vector)
+        engine._hydrate = self._wrap("phase:hydrate", engine._hydrate)
+        return self
+
+    def _wrap(self, name: str, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.monotonic()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.run_ms[name].append((time.monotonic() - t) * 1000)
+        timed._bench_name = name  # type: ignore[attr-defined]
+        return timed
+
+    def uninstall(self) -> None:
+        from retrieval import engine
+
+        if self._saved:
+            engine._execute = self._saved["_execute"]
+            engine._space_and_vector = self._saved["_space_and_vector"]
+            engine._hydrate = self._saved["_hydrate"]
+            engine.FIRST_STAGE.clear()
+            engine.FIRST_STAGE.update(self._saved["stage"])
+            self._saved = {}
+
+    def report(self) -> dict[str, Any]:
+        return {"strategy_body_ms": {k: pct(v) for k, v in sorted(self.run_ms.items())},
+                "strategy_with_connection_ms": {k: pct(v)
+                                                for k, v in sorted(self.exec_ms.items())},
+                "note": "strategy_with_connection_ms = engine._execute: connect (CONN_MAX_AGE "
+                        "0 opens a connection per strategy), transaction, set_account, SET "
+                        "LOCAL statement_timeout, strategy body; relation_expand runs through "
+                        "_execute too (module name 'relation')"}
+
+
+class RecallTable:
+    """recall@k per question, aggregated per category and overall (mean over questions)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, dict[int, float]]] = []
+
+    def add(self, category: str, evidence: list[str], ranked_dias: list[set[str]]) -> None:
+        wanted = set(evidence)
+        scores = {}
+        for k in KS:
+            found: set[str] = set()
+            for dias in ranked_dias[:k]:
+                found |= dias
+            scores[k] = len(wanted & found) / len(wanted)
+        self.rows.append((category, scores))
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k in KS:
+            per: dict[str, Any] = {}
+            allv = [s[k] for _, s in self.rows]
+            per["overall"] = round(float(np.mean(allv)), 4) if allv else None
+            for c in CATEGORIES:
+                v = [s[k] for cat, s in self.rows if cat == c]
+                per[c] = round(float(np.mean(v)), 4) if v else None
+            out[f"recall_at_{k}"] = per
+        out["questions"] = {"overall": len(self.rows),
+                            **{c: sum(1 for cat, _ in self.rows if cat == c)
+                               for c in CATEGORIES}}
+        return out
+
+
+def pct(values: list[float], ps: tuple[int, ...] = (50, 95, 99)) -> dict[str, float | None]:
+    if not values:
+        return {f"p{p}": None for p in ps}
+    arr = np.asarray(values, dtype=float)
+    out: dict[str, float | None] = {f"p{p}": round(float(np.percentile(arr, p)), 2) for p in ps}
+    out["mean"] = round(float(arr.mean()), 2)
+    out["max"] = round(float(arr.max()), 2)
+    out["n"] = len(values)
+    return out
+
+
+# =======================================================================================
+# a. governed search over the pipeline's knowledge
+# =======================================================================================
+
+
+def questions(conv: common.Conversation) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    out, skipped = [], {"category_5": 0, "no_evidence": 0}
+    for q in conv.qa:
+        cat = str(q.get("category"))
+        if cat not in CATEGORIES:
+            skipped["category_5"] += 1
+            continue
+        ev = common.normalise_evidence(q.get("evidence"))
+        if not ev:
+            skipped["no_evidence"] += 1
+            continue
+        out.append({"question": q["question"], "category": cat, "evidence": ev})
+    return out, skipped
+
+
+def provenance_map(account_id: Any) -> dict[str, set[str]]:
+    """knowledge id -> dia_ids of its source messages (KnowledgeSource -> Message)."""
+    from knowledge.models import KnowledgeSource
+    from memhouse.tenancy import account_context
+
+    out: dict[str, set[str]] = defaultdict(set)
+    with account_context(account_id):
+        for kid, cmid in KnowledgeSource.objects.filter(message__isnull=False).values_list(
+                "knowledge_id", "message__client_message_id"):
+            if cmid and ":" in cmid:
+                out[str(kid)].add(cmid.split(":", 1)[1])
+    return out
+
+
+def searchable_coverage(account_id: Any, convs: list[common.Conversation],
+                        qs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Ceiling for the governed systems: share of a question's evidence turns that are a
+    source of at least one knowledge row the internal reader can retrieve
+    (knowledge.selectors.visible_knowledge), and of any knowledge row at all."""
+    from django.utils import timezone
+
+    from knowledge.models import KnowledgeSource
+    from knowledge.selectors import visible_knowledge
+    from memhouse.principal import internal_reader
+    from memhouse.tenancy import account_context
+
+    reader = internal_reader(account_id)
+    with account_context(account_id):
+        vis = visible_knowledge(reader=reader, at=timezone.now()).values("id")
+        searchable = set(KnowledgeSource.objects.filter(
+            knowledge_id__in=vis, message__isnull=False).values_list(
+            "message__client_message_id", flat=True))
+        any_row = set(KnowledgeSource.objects.filter(message__isnull=False).values_list(
+            "message__client_message_id", flat=True))
+    out: dict[str, Any] = {}
+    for name, covered in (("searchable_knowledge", searchable), ("any_knowledge", any_row)):
+        table = RecallTable()
+        for conv in convs:
+            for q in qs[conv.sample_id]:
+                hit = {e for e in q["evidence"] if f"{conv.sample_id}:{e}" in covered}
+                table.add(q["category"], q["evidence"], [hit])
+        out[f"evidence_share_with_{name}"] = table.summary()["recall_at_5"]
+    turns = sum(len(c.turns) for c in convs)
+    out["turns_with_searchable_knowledge"] = len(searchable)
+    out["turns_with_any_knowledge"] = len(any_row)
+    out["turns"] = turns
+    return out
+
+
+def run_profiles(account_id: Any, convs: list[common.Conversation],
+                 qs: dict[str, list[dict[str, Any]]], prov: dict[str, set[str]],
+                 profiles: tuple[str, ...]) -> dict[str, Any]:
+    from knowledge.models import Scope
+    from memhouse.principal import internal_reader
+    from memhouse.tenancy import account_context
+    from retrieval import engine
+    from retrieval.embedding import query_cache
+    from retrieval.profiles import BASE_PROFILES
+
+    reader = internal_reader(account_id)
+    out: dict[str, Any] = {}
+    with account_context(account_id):
+        scopes = {c.sample_id: Scope.objects.get(id=c.scope_id) for c in convs}
+    for pname in profiles:
+        profile = BASE_PROFILES[pname]
+        table = RecallTable()
+        wall: list[float] = []
+        engine_ms: list[float] = []
+        dropped: dict[str, int] = defaultdict(int)
+        contributed: dict[str, int] = defaultdict(int)
+        returned: list[int] = []
+        no_prov = 0
+        timer = StrategyTimer().install()
+        n_total = sum(len(v) for v in qs.values())
+        done = 0
+        for conv in convs:
+            for q in qs[conv.sample_id]:
+                query_cache().clear()  # every search pays its own query embedding
+                t = time.monotonic()
+                with account_context(account_id):
+                    res = engine.search(reader=reader, scope=scopes[conv.sample_id],
+                                        query=q["question"], profile=profile, limit=20)
+                wall.append((time.monotonic() - t) * 1000)
+                engine_ms.append(res.elapsed_ms)
+                for d in res.strategies["dropped"]:
+                    dropped[f"{d['name']}:{d['reason']}"] += 1
+                for name in res.strategies["contributed"]:
+                    contributed[name] += 1
+                ids = [c["id"] for c in res.candidates]
+                returned.append(len(ids))
+                ranked = [prov.get(i, set()) for i in ids]
+                no_prov += sum(1 for r in ranked if not r)
+                table.add(q["category"], q["evidence"], ranked)
+                done += 1
+                if done % 100 == 0 or done == n_total:
+                    log(f"{pname}: {done}/{n_total} searches, p50 "
+                        f"{np.percentile(wall, 50):.0f} ms")
+        out[pname] = {
+            **table.summary(),
+            "latency_ms": pct(wall),
+            "engine_elapsed_ms": pct(engine_ms),
+            "dropped_strategies": dict(dropped),
+            "contributed_strategies": dict(contributed),
+            "mean_candidates_returned": round(float(np.mean(returned)), 2) if returned else 0,
+            "candidates_without_provenance": no_prov,
+            "profile_version": profile.version,
+            "strategy_timings": timer.report(),
+        }
+        timer.uninstall()
+    return out
+
+
+# =======================================================================================
+# b. raw-turn baselines
+# =======================================================================================
+
+
+def turn_text(turn: common.Turn, speaker: bool) -> str:
+    return f"{turn.speaker}: {turn.text}" if speaker else turn.text
+
+
+def dense_baseline(convs: list[common.Conversation],
+                   qs: dict[str, list[dict[str, Any]]], *, speaker: bool = False
+                   ) -> dict[str, Any]:
+    """Cosine over the raw turns of the question's conversation, same embedder: turns via
+    embed_documents, questions as the embedder's query prefix + text (what embed_query
+    embeds), in batches; numpy dot products of unit vectors; top 20 turns."""
+    from retrieval.embedding import get_embedder
+
+    emb = get_embedder()
+    table = RecallTable()
+    t0 = time.monotonic()
+    turn_vecs, q_vecs = {}, {}
+    for conv in convs:
+        turns = [t for t in conv.turns if t.text.strip()]
+        turn_vecs[conv.sample_id] = (
+            [t.dia_id for t in turns],
+            np.asarray(emb.embed_documents([turn_text(t, speaker) for t in turns]),
+                       dtype=np.float32))
+        q_vecs[conv.sample_id] = np.asarray(emb.embed_documents(
+            [emb.query_prefix + q["question"] for q in qs[conv.sample_id]]), dtype=np.float32)
+    embed_s = time.monotonic() - t0
+    lat: list[float] = []
+    for conv in convs:
+        dias, m = turn_vecs[conv.sample_id]
+        for q, v in zip(qs[conv.sample_id], q_vecs[conv.sample_id], strict=True):
+            t = time.monotonic()
+            order = np.argsort(-(m @ v), kind="stable")[:20]
+            lat.append((time.monotonic() - t) * 1000)
+            table.add(q["category"], q["evidence"], [{dias[i]} for i in order])
+    log(f"dense baseline (speaker={speaker}) done (embedding {embed_s:.1f}s)")
+    return {**table.summary(), "latency_ms_excluding_embedding": pct(lat),
+            "embedding_seconds_turns_and_questions": round(embed_s, 2)}
+
+
+FTS_DDL = """
+DROP TABLE IF EXISTS bench_turn;
+CREATE TABLE bench_turn (
+    conv text NOT NULL,
+    dia_id text NOT NULL,
+    text text NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+    PRIMARY KEY (conv, dia_id)
+);
+CREATE INDEX bench_turn_tsv ON bench_turn USING gin (tsv);
+"""
+
+# The OR of the question's terms: the question's English lexemes (stemmed, stop words
+# removed by to_tsvector('english', ...)), each quoted and joined with '|', cast to tsquery
+# (a cast does not normalise again). Ranked by ts_rank_cd(tsv, q) with the default
+# normalisation 0, ties by dia_id.
+FTS_QUERY = """
+WITH q AS (
+    SELECT (SELECT string_agg(quote_literal(l), ' | ')
+            FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS l)::tsquery AS q
+)
+SELECT t.dia_id, ts_rank_cd(t.tsv, q.q) AS rank
+FROM bench_turn t, q
+WHERE t.conv = %s AND q.q IS NOT NULL AND t.tsv @@ q.q
+ORDER BY rank DESC, t.dia_id
+LIMIT 20
+"""
+
+
+def fts_baseline(convs: list[common.Conversation],
+                 qs: dict[str, list[dict[str, Any]]], *, speaker: bool = False
+                 ) -> dict[str, Any]:
+    from django.db import connection, transaction
+
+    table = RecallTable()
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(FTS_DDL)
+        rows = [(c.sample_id, t.dia_id, turn_text(t, speaker)) for c in convs for t in c.turns
+                if t.text.strip()]
+        cur.executemany("INSERT INTO bench_turn (conv, dia_id, text) VALUES (%s, %s, %s)",
+                        rows)
+        cur.execute("ANALYZE bench_turn")
+    lat: list[float] = []
+    empty = 0
+    with connection.cursor() as cur:
+        for conv in convs:
+            for q in qs[conv.sample_id]:
+                t = time.monotonic()
+                cur.execute(FTS_QUERY, [q["question"], conv.sample_id])
+                hits = [r[0] for r in cur.fetchall()]
+                lat.append((time.monotonic() - t) * 1000)
+                empty += not hits
+                table.add(q["category"], q["evidence"], [{d} for d in hits])
+    log(f"fts baseline (speaker={speaker}) done")
+    return {**table.summary(), "latency_ms": pct(lat), "questions_with_no_match": empty,
+            "query": " ".join(FTS_QUERY.split())}
+
+
+# =======================================================================================
+# c. scale latency
+# =======================================================================================
+
+FIRST = tuple("""Ada Alan Alice Amara Anika Arjun Astrid Bea Ben Bianca Boris Carla Carlos
+Chen Chloe Dana Daniel Dara Diego Elena Eli Emil Emma Esme Ezra Farah Felix Fiona Frank Gabe
+Gia Gina Grace Hana Hugo Ian Ines Ingrid Ivan Jada Jamal Jana Jon Jonas Joy Kai Kamal Kara
+Kenji Kira Lara Leo Lena Liam Lina Luca Lucia Maja Malik Mara Marco Maya Mei Milo Mina Nadia
+Nate Nia Nico Nina Noah Nora Olga Omar Oscar Paula Pedro Priya Quinn Rafa Ravi Rhea Rosa Ruth
+Sami Sara Sean Sofia Tariq Tess Theo Tina Tom Uma Vera Victor Wade Wen Yara Yusuf Zara
+Zoe""".split())  # noqa: SIM905
+VERBS = tuple("""visited painted cooked photographed repaired organised joined studied
+sketched planted baked recorded hiked climbed sailed rebuilt designed taught practised
+presented wrote read adopted trained coached volunteered restored assembled composed knitted
+brewed filmed mapped tested sold bought rented shared celebrated hosted booked cancelled
+finished started""".split())  # noqa: SIM905
+OBJECTS = tuple("""garden mural bicycle guitar novel sourdough kayak telescope quilt podcast
+workshop marathon exhibition recital bakery aquarium greenhouse robot drone camera violin
+canoe tent mosaic pottery sculpture website newsletter album fundraiser playground library
+orchard vineyard treehouse puzzle chessboard lantern piano notebook portfolio recipe scarf
+poster calendar terrarium skateboard surfboard hammock fireplace balcony""".split())  # noqa: SIM905
+PLACES = tuple("""Lisbon Oslo Kyoto Denver Austin Nairobi Porto Dublin Seoul Lima Quebec Cusco
+Tromso Hanoi Bergen Malaga Tucson Galway Krakow Ghent Cork Perth Hobart Leeds Bruges Siena
+Split Tallinn Riga Vilnius Bologna Toledo Seville Zagreb""".split())  # noqa: SIM905
+ADJ = tuple("""old new small large blue red quiet noisy bright shared local community weekend
+summer winter spring autumn evening morning family""".split())  # noqa: SIM905
+TIMES = ("last spring", "during the summer", "in early March", "over the holidays",
+         "after work", "on the weekend", "in late October", "before the move",
+         "with friends", "for the first time", "again this year", "twice last month")
+TEMPLATES = (
+    "{a} {v} the {adj} {o} in {p} {t}.",
+    "{a} and {b} {v} a {adj} {o} near {p}.",
+    "{a} says the {o} in {p} was {adj} when they {v} it {t}.",
+    "{a} {v} {b}'s {o} {t} and plans to go back to {p}.",
+    "The {adj} {o} that {a} {v} {t} is still in {p}.",
+    "{a} {v} a {o} for {b} {t}.",
+)
+
+
+def _zipf_choice(rng: random.Random, items: tuple[str, ...], s: float = 1.1) -> str:
+    # Power-law choice so some terms are frequent and most are rare, as in real text.
+    weights = _ZIPF_CACHE.setdefault((id(items), s), [1.0 / (i + 1) ** s
+                                                      for i in range(len(items))])
+    return rng.choices(items, weights=weights, k=1)[0]
+
+
+_ZIPF_CACHE: dict[Any, list[float]] = {}
+
+
+def _prototype(rng: random.Random) -> dict[str, str]:
+    return {"a": _zipf_choice(rng, FIRST), "b": rng.choice(FIRST),
+            "v": _zipf_choice(rng, VERBS), "o": _zipf_choice(rng, OBJECTS),
+            "p": _zipf_choice(rng, PLACES)}
+
+
+def _sentence(rng: random.Random, proto: dict[str, str]) -> str:
+    tpl = rng.choice(TEMPLATES)
+    fields = dict(proto)
+    if rng.random() < 0.3:  # some drift inside a cluster keeps the text from repeating
+        fields["p"] = rng.choice(PLACES)
+    fields.update(adj=rng.choice(ADJ), t=rng.choice(TIMES))
+    return tpl.format(**fields)
+
+
+def _question(rng: random.Random, proto: dict[str, str]) -> str:
+    forms = ("What did {a} do with the {o} in {p}?", "When did {a} {vb} the {o}?",
+             "Where is the {o} that {a} {v}?", "Who {v} a {o} with {a}?",
+             "What happened to {a}'s {o} in {p}?")
+    vb = proto["v"][:-1] if proto["v"].endswith("ed") else proto["v"]
+    return rng.choice(forms).format(vb=vb, **proto)
+
+
+class Scale:
+    def __init__(self, *, sizes: list[int], n_queries: int, others_share: float,
+                 clusters: int, noise: float, entities: bool, seed: int,
+                 write: Any) -> None:
+        self.sizes = sizes
+        self.n_queries = n_queries
+        self.others_share = others_share
+        self.n_clusters = clusters
+        self.noise = noise
+        self.entities = entities
+        self.rng = random.Random(seed)
+        self.nprng = np.random.default_rng(seed)
+        self.write = write
+        self.results: dict[str, Any] = {}
+
+    # --- setup ----------------------------------------------------------------------
+    def setup(self) -> None:
+        from knowledge import services
+        from memhouse.tenancy import account_context
+        from retrieval.embedding import get_embedder
+        from retrieval.vectors import index_name, space_ensure
+
+        self.embedder = get_embedder()
+        with account_context(uuid.uuid4()):
+            self.space = space_ensure(self.embedder.identity)
+        self.index = index_name(self.space)
+        self.accounts: list[tuple[Any, Any]] = []
+        for i in range(10):
+            acct = services.account_create(name=f"Scale {i}", slug=f"scale-{i}")
+            with account_context(acct.id):
+                scope = services.scope_ensure(account_id=acct.id, path="/synthetic")
+            self.accounts.append((acct.id, scope.id))
+        self.target = self.accounts[0]
+        self.have = {a: 0 for a, _ in self.accounts}
+        self.protos = [_prototype(self.rng) for _ in range(self.n_clusters)]
+        t = time.monotonic()
+        texts = [_sentence(self.rng, p) for p in self.protos]
+        self.centers = np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
+        log(f"scale: {self.n_clusters} cluster centres embedded in "
+            f"{time.monotonic() - t:.1f}s")
+        qrng = random.Random(12345)
+        self.queries = [_question(qrng, self.protos[qrng.randrange(self.n_clusters)])
+                        for _ in range(self.n_queries)]
+
+    # --- loading --------------------------------------------------------------------
+    def _vectors(self, clusters: np.ndarray) -> np.ndarray:
+        v = self.centers[clusters] + self.nprng.normal(
+            0.0, self.noise, size=(len(clusters), self.centers.shape[1])).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        return v
+
+    def _insert(self, account_id: Any, scope_id: Any, n: int, chunk: int = 20000) -> None:
+        from django.db import connection
+        from django.utils import timezone
+        from pgvector.psycopg import register_vector
+
+        from knowledge.models import Knowledge
+        from memhouse.tenancy import account_context
+
+        fields = [f for f in Knowledge._meta.concrete_fields]
+        cols = [str(f.column) for f in fields]
+        now = timezone.now()
+        kinds = ["fact", "event", "preference", "relation", "skill"]
+        done = 0
+        while done < n:
+            m = min(chunk, n - done)
+            clusters = self.nprng.integers(0, self.n_clusters, size=m)
+            vecs = self._vectors(clusters)
+            ids = [uuid.uuid4() for _ in range(m)]
+            with account_context(account_id):
+                with connection.cursor() as cur:
+                    cur.execute("SELECT set_config('memhouse.archive_import', 'on', true)")
+                raw = connection.connection
+                register_vector(raw)
+                collist = ", ".join(cols)
+                vcols = "id, account_id, knowledge_id, space_id, embedding, created_at"
+                with raw.cursor() as cur:
+                    # COPY cannot write into a table under RLS: COPY into temporary
+                    # staging tables, then INSERT ... SELECT (RLS WITH CHECK and the
+                    # knowledge guard trigger still apply to that INSERT).
+                    cur.execute(f"CREATE TEMP TABLE bench_stage_k ON COMMIT DROP AS "
+                                f"SELECT {collist} FROM memhouse_knowledge WITH NO DATA")
+                    cur.execute(f"CREATE TEMP TABLE bench_stage_v ON COMMIT DROP AS "
+                                f"SELECT {vcols} FROM memhouse_knowledge_vector WITH NO DATA")
+                    with cur.copy(f"COPY bench_stage_k ({collist}) FROM STDIN") as cp:
+                        for kid, c in zip(ids, clusters, strict=True):
+                            when = now - _td(self.rng.random() * 730)
+                            values = {
+                                "id": kid, "account_id": account_id, "scope_id": scope_id,
+                                "statement": _sentence(self.rng, self.protos[int(c)]),
+                                "subject_peer_id": None, "kind": self.rng.choice(kinds),
+                                "level": "scope", "confidence": round(
+                                    0.5 + 0.4 * self.rng.random(), 3),
+                                "sensitivity": "internal", "inserted_at": when,
+                                "state": "active", "verification": "gate_keep",
+                                "state_reason": "f4_gate_a_b_accepted",
+                                "source_count": 0, "extractor": "bench/synthetic",
+                                "updated_at": when,
+                            }
+                            cp.write_row([values[f.column] if f.column in values
+                                          else _default(f) for f in fields])
+                    with cur.copy(f"COPY bench_stage_v ({vcols}) "
+                                  "FROM STDIN WITH (FORMAT BINARY)") as cp:
+                        cp.set_types(["uuid", "uuid", "uuid", "uuid", "vector",
+                                      "timestamptz"])
+                        for kid, vec in zip(ids, vecs, strict=True):
+                            cp.write_row([uuid.uuid4(), account_id, kid, self.space.id, vec,
+                                          now])
+                    cur.execute(f"INSERT INTO memhouse_knowledge ({collist}) "
+                                f"SELECT {collist} FROM bench_stage_k")
+                    cur.execute(f"INSERT INTO memhouse_knowledge_vector ({vcols}) "
+                                f"SELECT {vcols} FROM bench_stage_v")
+            done += m
+
+    def load_to(self, size: int) -> dict[str, Any]:
+        from django.db import connection
+
+        other = round(size * self.others_share / 9)
+        want = {a: (size if a == self.target[0] else other) for a, _ in self.accounts}
+        add = sum(max(0, want[a] - self.have[a]) for a in want)
+        t = time.monotonic()
+        with connection.cursor() as cur:
+            cur.execute(f"DROP INDEX IF EXISTS {self.index}")
+        for account_id, scope_id in self.accounts:
+            n = want[account_id] - self.have[account_id]
+            if n > 0:
+                self._insert(account_id, scope_id, n)
+                self.have[account_id] = want[account_id]
+                log(f"scale {size}: account {account_id.hex[:8]} now "
+                    f"{self.have[account_id]} rows ({time.monotonic() - t:.0f}s)")
+        load_s = time.monotonic() - t
+        t = time.monotonic()
+        with connection.cursor() as cur:
+            cur.execute("ANALYZE memhouse_knowledge")
+            cur.execute("ANALYZE memhouse_knowledge_vector")
+        analyze_s = time.monotonic() - t
+        t = time.monotonic()
+        with connection.cursor() as cur:
+            cur.execute("SET maintenance_work_mem = '6GB'")
+            cur.execute("SET max_parallel_maintenance_workers = 1")
+        from memhouse.tenancy import account_context
+        from retrieval.vectors import space_ensure
+
+        with account_context(self.target[0]):
+            space_ensure(self.embedder.identity)  # recreates the per-space HNSW index
+        with connection.cursor() as cur:
+            cur.execute("RESET maintenance_work_mem")
+            cur.execute("RESET max_parallel_maintenance_workers")
+            cur.execute("SELECT pg_relation_size(%s::regclass), "
+                        "pg_total_relation_size('memhouse_knowledge'), "
+                        "pg_total_relation_size('memhouse_knowledge_vector')", [self.index])
+            idx_bytes, k_bytes, v_bytes = cur.fetchone()
+        index_s = time.monotonic() - t
+        log(f"scale {size}: loaded {add} rows in {load_s:.0f}s, HNSW built in {index_s:.0f}s")
+        info = {"rows_added": add, "load_seconds": round(load_s, 1),
+                "analyze_seconds": round(analyze_s, 1),
+                "hnsw_build_seconds": round(index_s, 1),
+                "hnsw_index_mb": round(idx_bytes / 2**20, 1),
+                "knowledge_table_mb": round(k_bytes / 2**20, 1),
+                "vector_table_mb": round(v_bytes / 2**20, 1),
+                "target_account_rows": want[self.target[0]],
+                "other_account_rows_each": other,
+                "total_rows_all_accounts": sum(self.have.values())}
+        if self.entities:
+            t = time.monotonic()
+            counts = common.rebuild_entity_index(self.target[0])
+            info["entity_rebuild"] = counts
+            log(f"scale {size}: entity index rebuilt in {time.monotonic() - t:.0f}s "
+                f"({counts['mentions']} mentions)")
+        return info
+
+    # --- measuring ------------------------------------------------------------------
+    def measure(self, size: int, info: dict[str, Any]) -> dict[str, Any]:
+        from knowledge.models import Scope
+        from memhouse.principal import internal_reader
+        from memhouse.tenancy import account_context
+        from retrieval import engine
+        from retrieval.embedding import query_cache
+        from retrieval.profiles import BASE_PROFILES
+
+        account_id, scope_id = self.target
+        reader = internal_reader(account_id)
+        with account_context(account_id):
+            scope = Scope.objects.get(id=scope_id)
+        profile = BASE_PROFILES["balanced"]
+
+        def one(q: str) -> tuple[float, Any]:
+            query_cache().clear()
+            t = time.monotonic()
+            with account_context(account_id):
+                res = engine.search(reader=reader, scope=scope, query=q, profile=profile,
+                                    limit=20)
+            return (time.monotonic() - t) * 1000, res
+
+        for q in self.queries[:10]:  # warm-up: caches, connections, plans
+            one(q)
+        wall, eng, dropped_any = [], [], 0
+        dropped: dict[str, int] = defaultdict(int)
+        contributed: dict[str, int] = defaultdict(int)
+        returned = []
+        timer = StrategyTimer().install()
+        for i, q in enumerate(self.queries):
+            ms, res = one(q)
+            wall.append(ms)
+            eng.append(res.elapsed_ms)
+            reasons = [d for d in res.strategies["dropped"] if d["reason"] == "timeout"]
+            dropped_any += bool(reasons)
+            for d in res.strategies["dropped"]:
+                dropped[f"{d['name']}:{d['reason']}"] += 1
+            for n in res.strategies["contributed"]:
+                contributed[n] += 1
+            returned.append(len(res.candidates))
+            if (i + 1) % 50 == 0:
+                log(f"scale {size}: {i + 1}/{len(self.queries)} searches, "
+                    f"p50 {np.percentile(wall, 50):.0f} ms")
+        timer.uninstall()
+        emb = []
+        for q in self.queries[:50]:
+            t = time.monotonic()
+            self.embedder.embed_query(q)
+            emb.append((time.monotonic() - t) * 1000)
+        return {
+            **info,
+            "searches": len(self.queries),
+            "latency_ms": pct(wall),
+            "engine_elapsed_ms": pct(eng),
+            "query_embedding_ms": pct(emb),
+            "searches_with_timeout_drop": dropped_any,
+            "dropped_strategies": dict(dropped),
+            "contributed_strategies": dict(contributed),
+            "mean_candidates_returned": round(float(np.mean(returned)), 2),
+            "strategy_timings": timer.report(),
+            "explain": self.explain(self.queries[0]),
+        }
+
+    def explain(self, query: str) -> dict[str, Any]:
+        """EXPLAIN (ANALYZE, BUFFERS) of every SELECT the semantic, lexical and entity_match
+        strategies send for one query. The strategy functions are called directly in this
+        thread, with the context the engine would build, and their SQL is captured with
+        Django's connection.execute_wrapper; each plan runs in the same transaction, after
+        the strategy's own SET LOCALs (hnsw.ef_search, hnsw.iterative_scan)."""
+        from django.db import connection
+        from django.utils import timezone
+
+        from knowledge.models import Scope
+        from knowledge.selectors import scope_ancestors
+        from memhouse.principal import internal_reader
+        from memhouse.tenancy import account_context
+        from retrieval import engine
+        from retrieval.lexical import analyze
+        from retrieval.profiles import BASE_PROFILES
+        from retrieval.strategies.base import StrategyContext
+
+        account_id, scope_id = self.target
+        reader = internal_reader(account_id)
+        profile = BASE_PROFILES["balanced"]
+        out: dict[str, Any] = {"query": query}
+        for name in ("semantic", "lexical", "entity_match"):
+            run = engine.FIRST_STAGE.get(name)
+            if run is None:
+                continue
+            captured: list[tuple[str, Any]] = []
+
+            def capture(execute: Any, sql: str, params: Any, many: bool, context: Any,
+                        _c: list[tuple[str, Any]] = captured) -> Any:
+                _c.append((sql, params))
+                return execute(sql, params, many, context)
+
+            with account_context(account_id):
+                scope = Scope.objects.get(id=scope_id)
+                space_id, vector = engine._space_and_vector(reader, query)
+                ctx = StrategyContext(
+                    reader=reader,
+                    scope_ids=tuple(scope_ancestors(scope).values_list("id", flat=True)),
+                    query=query, lexical=analyze(query), now=timezone.now(),
+                    limit=max(profile.head, 20), query_vector=vector or None,
+                    space_id=space_id, options={"lanes": False, "blank_fallback": False})
+                with connection.execute_wrapper(capture):
+                    t = time.monotonic()
+                    res = run(ctx)
+                    body_ms = (time.monotonic() - t) * 1000
+                plans = []
+                for sql, params in captured:
+                    head = sql.lstrip().split(None, 1)[0].upper()
+                    if head not in ("SELECT", "WITH"):
+                        continue
+                    with connection.cursor() as cur:
+                        cur.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS) " + sql, params)
+                        plans.append([_VEC_LITERAL.sub("'[...384 floats...]'", r[0])
+                                      for r in cur.fetchall()])
+            out[name] = {"body_ms": round(body_ms, 2), "candidates": len(res.candidates),
+                         "applicable": res.applicable,
+                         "uses_hnsw_index": any(self.index in line
+                                                for plan in plans for line in plan),
+                         "plans": plans}
+        return out
+
+    def run(self) -> dict[str, Any]:
+        self.setup()
+        for size in self.sizes:
+            started = time.monotonic()
+            try:
+                info = self.load_to(size)
+                res = self.measure(size, info)
+            except Exception as exc:  # report what failed, keep finished sizes
+                log(f"scale {size}: FAILED {type(exc).__name__}: {exc}")
+                self.results[str(size)] = {"error": f"{type(exc).__name__}: {exc}"}
+                self.write()
+                break
+            res["wall_seconds"] = round(time.monotonic() - started, 1)
+            res["loadavg_after"] = os.getloadavg()
+            self.results[str(size)] = res
+            lat = res["latency_ms"]
+            log(f"scale {size}: p50 {lat['p50']} p95 {lat['p95']} p99 {lat['p99']} ms, "
+                f"{res['searches_with_timeout_drop']} searches dropped a strategy; "
+                f"semantic uses HNSW: "
+                f"{res['explain'].get('semantic', {}).get('uses_hnsw_index')}")
+            self.write()
+        return self.results
+
+
+_VEC_LITERAL = re.compile(r"'\[[-0-9.,e]+\]'")
+
+
+def _td(days: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(days=days)
+
+
+def _default(field: Any) -> Any:
+    if field.has_default():
+        return field.get_default()
+    if field.null:
+        return None
+    raise RuntimeError(f"no value for Knowledge.{field.name}")
+
+
+# =======================================================================================
+# d. plot
+# =======================================================================================
+
+
+def plot(payload: dict[str, Any], path: str) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not installed; no plot written"
+    systems = [s for s in ("balanced", "thorough", "dense_baseline",
+                                 "dense_baseline_speaker", "fts_baseline", "fts_baseline_speaker")
+               if s in payload["systems"]]
+    groups = ["overall", *CATEGORIES]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2))
+    ax = axes[0]
+    width = 0.8 / max(1, len(systems))
+    for i, s in enumerate(systems):
+        vals = [payload["systems"][s]["recall_at_10"].get(g) or 0 for g in groups]
+        xs = [j + (i - (len(systems) - 1) / 2) * width for j in range(len(groups))]
+        ax.bar(xs, vals, width, label=s)
+        for x, v in zip(xs, vals, strict=True):
+            ax.text(x, v + 0.01, f"{v:.2f}", ha="center", fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([g if g == "overall" else f"{g} {CATEGORY_NAMES[g]}" for g in groups])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("evidence recall@10")
+    ax.set_title("LoCoMo dev: evidence recall@10 per category")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    scale = {int(k): v for k, v in payload.get("scale", {}).items() if "latency_ms" in v}
+    if scale:
+        sizes = sorted(scale)
+        for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+            ax.plot(sizes, [scale[x]["latency_ms"][p] for x in sizes], style, label=p)
+        for x in sizes:
+            v = scale[x]
+            ax.annotate(f"{v['searches_with_timeout_drop']}/{v['searches']} dropped a strategy",
+                        (x, v["latency_ms"]["p50"]), textcoords="offset points",
+                        xytext=(0, -14), ha="center", fontsize=7)
+        ax.axhline(300, color="grey", lw=0.8, ls="--", label="balanced deadline 300 ms")
+        ax.set_xscale("log")
+        ax.set_xlabel("statements in the searched Account (10 Accounts in the database)")
+        ax.set_ylabel("balanced search wall time, ms")
+        ax.set_title("Scale: balanced search latency")
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "scale part not run", ha="center", va="center")
+        ax.set_axis_off()
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+# =======================================================================================
+# main
+# =======================================================================================
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--limit-conversations", type=int, default=None)
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--skip-locomo", action="store_true", help="scale part only")
+    ap.add_argument("--scale-queries", type=int, default=200)
+    ap.add_argument("--others-share", type=float, default=0.5,
+                    help="the nine other Accounts together hold this multiple of each size")
+    ap.add_argument("--clusters", type=int, default=1000)
+    ap.add_argument("--noise", type=float, default=0.03,
+                    help="per-dimension Gaussian noise around a cluster centre")
+    ap.add_argument("--no-entity-rebuild", action="store_true",
+                    help="do not run retrieval.entities.rebuild_entities after loading")
+    ap.add_argument("--batch-size", type=int, default=100)
+    ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--db-name", default="retrieval")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--replot", metavar="JSON", default=None,
+                    help="only redraw --plot from an existing results JSON")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="override torch.set_num_threads in this process after the model "
+                         "loads (default: leave the embedder's own setting, os.cpu_count())")
+    args = ap.parse_args(argv)
+    if args.replot:
+        import json
+
+        print(plot(json.loads(Path(args.replot).read_text()), args.plot or "retrieval.png"))
+        return 0
+
+    dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
+    import logging
+
+    logging.getLogger("celery").setLevel(logging.WARNING)
+    from django.conf import settings
+
+    from retrieval.embedding import get_embedder
+
+    get_embedder().embed_query("load the model")
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    import torch
+
+    payload: dict[str, Any] = {
+        "benchmark": "retrieval",
+        "dataset": str(Path(args.dataset).resolve()),
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "systems": {},
+        "latency_ms": {},
+        "scale": {},
+        "config": {
+            "database": dbname, "kept_database": args.keep_db,
+            "limit": 20, "ks": list(KS), "profiles": list(PROFILES),
+            "reader": "memhouse.principal.internal_reader (posture internal)",
+            "embedder": get_embedder().identity.key,
+            "query_prefix": settings.MEMHOUSE_EMBEDDING_QUERY_PREFIX,
+            "strategy_allowlist": settings.MEMHOUSE_STRATEGY_ALLOWLIST,
+            "celery_eager": settings.CELERY_TASK_ALWAYS_EAGER,
+            "entity_index": "none" if args.no_entity_rebuild
+            else "retrieval.entities.rebuild_entities after ingest/load",
+            "sizes": args.sizes, "scale_queries": args.scale_queries,
+            "others_share": args.others_share, "clusters": args.clusters,
+            "noise": args.noise, "seed": args.seed, "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "loadavg_start": os.getloadavg(),
+            "server": common.server_settings(),
+        },
+    }
+
+    def write() -> None:
+        payload["config"]["loadavg_last_write"] = os.getloadavg()
+        if args.plot and payload["systems"]:
+            try:
+                payload["plot"] = plot(payload, args.plot)
+            except Exception as exc:  # a plotting problem must not lose the numbers
+                payload["plot"] = f"plot failed: {exc}"
+        common.write_json(args.out, payload)
+
+    if not args.skip_locomo:
+        convs = common.load_locomo(args.dataset, args.limit_conversations)
+        payload["conversations"] = [c.sample_id for c in convs]
+        log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
+        account_id, ingest_stats = common.ingest_locomo(convs, batch_size=args.batch_size)
+        payload["ingest"] = ingest_stats
+        if not args.no_entity_rebuild:
+            payload["ingest"]["entity_rebuild"] = common.rebuild_entity_index(account_id)
+            log(f"entity index: {payload['ingest']['entity_rebuild']}")
+        qs, skipped = {}, {"category_5": 0, "no_evidence": 0}
+        for c in convs:
+            qs[c.sample_id], sk = questions(c)
+            for k, v in sk.items():
+                skipped[k] += v
+        payload["questions_skipped"] = skipped
+        prov = provenance_map(account_id)
+        payload["governed_ceiling"] = searchable_coverage(account_id, convs, qs)
+        write()
+        governed = run_profiles(account_id, convs, qs, prov, PROFILES)
+        for p in PROFILES:
+            payload["systems"][p] = governed[p]
+            payload["latency_ms"][p] = governed[p]["latency_ms"]
+        write()
+        payload["systems"]["dense_baseline"] = dense_baseline(convs, qs)
+        payload["systems"]["fts_baseline"] = fts_baseline(convs, qs)
+        # Variants: each turn prefixed with its speaker ("Caroline: ..."), since the raw
+        # turn text never names its own speaker while the questions do.
+        payload["systems"]["dense_baseline_speaker"] = dense_baseline(convs, qs, speaker=True)
+        payload["systems"]["fts_baseline_speaker"] = fts_baseline(convs, qs, speaker=True)
+        payload["latency_ms"]["dense_baseline"] = \
+            payload["systems"]["dense_baseline"]["latency_ms_excluding_embedding"]
+        payload["latency_ms"]["fts_baseline"] = payload["systems"]["fts_baseline"]["latency_ms"]
+        write()
+        for s, v in payload["systems"].items():
+            log(f"{s}: recall@5/10/20 overall "
+                f"{v['recall_at_5']['overall']}/{v['recall_at_10']['overall']}/"
+                f"{v['recall_at_20']['overall']}")
+    if not args.skip_scale:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        scale = Scale(sizes=sizes, n_queries=args.scale_queries,
+                      others_share=args.others_share, clusters=args.clusters,
+                      noise=args.noise, entities=not args.no_entity_rebuild, seed=args.seed,
+                      write=write)
+        payload["scale"] = scale.results
+        scale.run()
+    payload["python_peak_rss_mb"] = common.python_peak_rss_mb()
+    payload["config"]["loadavg_end"] = os.getloadavg()
+    write()
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
