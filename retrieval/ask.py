@@ -9,8 +9,9 @@ and typed lineage; the exact and semantic source-message tools join only with
 The answer states:
 
 * no candidates                -> empty citations, abstained, confidence 0, no model call;
-* no provider configured       -> the top statements concatenated, confidence 40 (so
-                                   abstained), `answer_degraded` null;
+* no provider configured       -> the top statements concatenated, confidence 40,
+                                   `answer_degraded` null, not abstained: a chosen
+                                   configuration answering, not a weak model inference;
 * provider failure             -> `answer_degraded` names the failure kind, abstained,
                                    confidence 0; the statements are still returned in
                                    `citations` and `supporting_statements`;
@@ -169,8 +170,9 @@ def _answer(provider: ChatProvider | None, query: str, evidence: list[Evidence]
         top = evidence[:NO_PROVIDER_TOP]
         return {"answer": " ".join(e.text for e in top),
                 "answer_confidence": NO_PROVIDER_CONFIDENCE,
-                "abstained": NO_PROVIDER_CONFIDENCE < ABSTAIN_BELOW,
-                "abstention_reason": "no_provider_configured", "answer_degraded": None,
+                # The below-50 abstention rule reads a model's own certainty; with no
+                # model the fixed 40 marks the answer as unweighed, not withdrawn.
+                "abstained": False, "abstention_reason": None, "answer_degraded": None,
                 "citations": [e.citation() for e in top],
                 "supporting_statements": [e.text for e in top], "model_called": False}
     user = json.dumps({"question": query, "evidence": [e.prompt_item() for e in evidence]},
