@@ -17,6 +17,13 @@ from retrieval.profiles import resolve_profile
 from retrieval.stable_profile import stable_profile
 
 
+def refuse_strategy_override(request: Request) -> None:
+    """Raw strategy selection is internal to evaluation; external callers choose a profile."""
+    if isinstance(request.data, dict) and "strategies" in request.data:
+        raise ApplicationError("strategy_override_forbidden",
+                               "strategies come from the profile; choose a profile instead")
+
+
 class SearchApi(APIView):
     class InputSerializer(serializers.Serializer):
         query = serializers.CharField(max_length=2000, trim_whitespace=True)
@@ -30,9 +37,7 @@ class SearchApi(APIView):
         include_identity_profile = serializers.BooleanField(required=False, default=False)
 
     def post(self, request: Request) -> Response:
-        if isinstance(request.data, dict) and "strategies" in request.data:
-            raise ApplicationError("strategy_override_forbidden",
-                                   "strategies come from the profile; choose a profile instead")
+        refuse_strategy_override(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data

@@ -20,6 +20,7 @@ from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError, NotFound
 from retrieval import context as context_mod
 from retrieval import lineage as lineage_mod
+from retrieval.api import refuse_strategy_override
 from retrieval.ask import EFFORTS, ask
 from retrieval.profiles import resolve_profile
 from retrieval.stable_profile import stable_profile
@@ -64,9 +65,7 @@ class AskApi(APIView):
         include_source_recall = serializers.BooleanField(required=False, default=False)
 
     def post(self, request: Request) -> Response:
-        if isinstance(request.data, dict) and "strategies" in request.data:
-            raise ApplicationError("strategy_override_forbidden",
-                                   "strategies come from the profile; choose a profile instead")
+        refuse_strategy_override(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
