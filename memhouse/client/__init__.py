@@ -1,0 +1,58 @@
+"""Typed Python client for the MemHouse REST API (v1).
+
+    from memhouse.client import MemHouseClient, Message, NotFoundError
+"""
+
+from memhouse.client.client import (
+    DocumentDeleted,
+    DocumentVersion,
+    IngestedMessage,
+    IngestResult,
+    JSONDict,
+    Me,
+    MemHouseClient,
+    Message,
+    Page,
+    PeerOut,
+    ScopeOut,
+    SearchCandidate,
+    SearchPage,
+    SearchResult,
+)
+from memhouse.client.errors import (
+    AuthenticationError,
+    ConflictError,
+    MemHouseError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "ConflictError",
+    "DocumentDeleted",
+    "DocumentVersion",
+    "IngestResult",
+    "IngestedMessage",
+    "JSONDict",
+    "Me",
+    "MemHouseClient",
+    "MemHouseError",
+    "Message",
+    "NotFoundError",
+    "Page",
+    "PeerOut",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "ScopeOut",
+    "SearchCandidate",
+    "SearchPage",
+    "SearchResult",
+    "ServerError",
+    "TransportError",
+    "ValidationError",
+]
