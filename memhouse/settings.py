@@ -159,6 +159,8 @@ MEMHOUSE_LLM_TIMEOUT = env_float("MEMHOUSE_LLM_TIMEOUT", 20.0)
 
 # --- Retrieval ------------------------------------------------------------------------
 MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL = env_bool("MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL", False)
+# Seconds entity_match may reuse its count of a reader's visible statements (0 = never).
+MEMHOUSE_ENTITY_STATS_TTL = env_int("MEMHOUSE_ENTITY_STATS_TTL", 60, minimum=0)
 MEMHOUSE_STRATEGY_ALLOWLIST = env_list(
     "MEMHOUSE_STRATEGY_ALLOWLIST",
     ["semantic", "lexical", "temporal", "salience_recency", "entity_match", "relation_expand"],

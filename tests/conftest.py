@@ -17,6 +17,8 @@ def pytest_configure(config: Any) -> None:
 
     # Password hashing strength is not under test; PBKDF2 would dominate the suite's time.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Tests change the corpus between searches; cached corpus statistics would go stale.
+    settings.MEMHOUSE_ENTITY_STATS_TTL = 0
 
 
 @dataclass
