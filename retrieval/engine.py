@@ -154,7 +154,7 @@ def _run_all(jobs: dict[str, tuple[Callable[[StrategyContext], StrategyResult], 
     for name, (future, running) in futures.items():
         try:
             done[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
+        except (FutureTimeout, TimeoutError):  # late, or no time left when it started
             running.cancel()
             future.cancel()
             dropped[name] = "timeout"
