@@ -97,30 +97,28 @@ class CuratorQueueApi(APIView):
         return Response({"items": items, "next_cursor": page.next_cursor})
 
 
-class CuratorApproveApi(APIView):
+class _CuratorHeldDecisionApi(APIView):
+    """POST {"note"}: a curator's decision on a held statement (`decide` is the service)."""
+
     InputSerializer = _NoteInput
     permission_classes = [IsHumanCurator]
+    decide: Any = None
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         p = principal_of(request)
         data = _NoteInput(data=request.data)
         data.is_valid(raise_exception=True)
         item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
-        item = services.knowledge_approve(item=item, actor=p.peer, **data.validated_data)
+        item = type(self).decide(item=item, actor=p.peer, **data.validated_data)
         return Response({"knowledge": knowledge_out(item)})
 
 
-class CuratorRejectApi(APIView):
-    InputSerializer = _NoteInput
-    permission_classes = [IsHumanCurator]
+class CuratorApproveApi(_CuratorHeldDecisionApi):
+    decide = staticmethod(services.knowledge_approve)
 
-    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
-        p = principal_of(request)
-        data = _NoteInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
-        item = services.knowledge_reject(item=item, actor=p.peer, **data.validated_data)
-        return Response({"knowledge": knowledge_out(item)})
+
+class CuratorRejectApi(_CuratorHeldDecisionApi):
+    decide = staticmethod(services.knowledge_reject)
 
 
 class CuratorResolveApi(APIView):
