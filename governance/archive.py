@@ -56,6 +56,7 @@ from knowledge.models import (
     Relation,
     Scope,
     Session,
+    UsageEntry,
 )
 from memhouse.tenancy import set_account
 
@@ -85,6 +86,7 @@ def tables() -> list[tuple[str, type[models.Model]]]:
         ("relations", Relation), ("lifecycle_events", LifecycleEvent),
         ("audit_entries", AuditEntry), ("validations", Validation),
         ("peer_questions", PeerQuestion), ("erasure_records", ErasureRecord),
+        ("usage_ledger", UsageEntry),
     ]
 
 

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from knowledge import services
+from memhouse import usage
 from memhouse.authentication import principal_for_user, principal_of
 from memhouse.errors import ApplicationError
 
@@ -143,6 +144,7 @@ class MessagesIngestApi(APIView):
                     for m in v["messages"]]
         results = messages_ingest(principal=p, scope_path=v["scope"], messages=incoming,
                                   session_id=v.get("session"))
+        usage.record(p, "ingest", sum(r["status"] == "created" for r in results))
         return Response({"messages": results}, status=202)
 
 
@@ -189,6 +191,7 @@ class DocumentsApi(APIView):
         version = document_create(principal=p, scope_path=v["scope"], title=v["title"],
                                   content=v["content"], media_type=v["media_type"],
                                   external_id=v.get("external_id"))
+        usage.record(p, "document")
         return Response(_version_out(version), status=201)
 
 
@@ -205,6 +208,7 @@ class DocumentVersionsApi(APIView):
         version = document_version_add(principal=p, document=document,
                                        content=data.validated_data["content"],
                                        media_type=data.validated_data["media_type"])
+        usage.record(p, "document")
         return Response(_version_out(version), status=201)
 
 
@@ -224,3 +228,33 @@ class DocumentDetailApi(APIView):
         document = document_for_write(principal=p, document_id=document_id)
         retracted = document_delete(principal=p, document=document)
         return Response({"id": document.id, "deleted": True, "retracted_knowledge": retracted})
+
+
+class UsageApi(APIView):
+    """GET ?since=ISO: metered units by kind. Account administrators see the whole
+    Account; everyone else sees their own credential (or, signed in, their own peer)."""
+
+    def get(self, request: Request) -> Response:
+        from django.db.models import Sum
+        from django.utils.dateparse import parse_datetime
+
+        from knowledge.models import UsageEntry
+
+        p = principal_of(request)
+        rows = UsageEntry.objects.filter(account_id=p.account_id)
+        since_raw = request.query_params.get("since")
+        if since_raw:
+            since = parse_datetime(since_raw)
+            if since is None or since.tzinfo is None:
+                raise ApplicationError("invalid_since",
+                                       "since must be an ISO 8601 time with a time zone")
+            rows = rows.filter(created_at__gte=since)
+        if p.is_admin:
+            scope = "account"
+        elif p.credential_id is not None:
+            scope, rows = "credential", rows.filter(credential_id=p.credential_id)
+        else:
+            scope, rows = "peer", rows.filter(peer_key=p.peer.key if p.peer else "")
+        totals = {r["kind"]: r["units"] for r in
+                  rows.values("kind").annotate(units=Sum("units")).order_by("kind")}
+        return Response({"scope": scope, "since": since_raw, "totals": totals})

@@ -405,3 +405,27 @@ class DocumentChunk(AccountOwned):
         constraints = [
             models.UniqueConstraint(fields=["version", "ordinal"], name="chunk_unique_ordinal"),
         ]
+
+
+class UsageEntry(AccountOwned):
+    """The durable usage ledger: one row per successful metered API call."""
+
+    class Kind(models.TextChoices):
+        INGEST = "ingest"  # units = messages stored
+        DOCUMENT = "document"  # units = versions stored
+        SEARCH = "search"
+        ASK = "ask"
+        MODEL_CALL = "model_call"  # generation-model calls made for a request
+        CONTEXT = "context"
+        LINEAGE = "lineage"
+        STABLE_PROFILE = "stable_profile"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    units = models.PositiveIntegerField(default=1)
+    credential_id = models.UUIDField(null=True, blank=True)
+    peer_key = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_usage_entry"
+        indexes = [models.Index(fields=["account", "kind", "created_at"])]

@@ -6,6 +6,7 @@ from retrieval import api as retrieval_api
 urlpatterns = [
     path("auth/token", knowledge_api.AuthTokenApi.as_view(), name="auth-token"),
     path("me", knowledge_api.WhoAmIApi.as_view(), name="me"),
+    path("usage", knowledge_api.UsageApi.as_view(), name="usage"),
     path("scopes", knowledge_api.ScopesApi.as_view(), name="scopes"),
     path("peers", knowledge_api.PeersApi.as_view(), name="peers"),
     path("messages", knowledge_api.MessagesIngestApi.as_view(), name="messages"),

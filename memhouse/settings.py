@@ -120,7 +120,11 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "memhouse.schema.MemhouseAutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": ["memhouse.usage.CredentialRateThrottle"],
 }
+# Requests per credential per minute (0 switches the limit off); counted in Redis.
+MEMHOUSE_RATE_LIMIT_PER_MINUTE = env_int("MEMHOUSE_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
+MEMHOUSE_RATE_LIMIT_REDIS_URL = env_str("MEMHOUSE_RATE_LIMIT_REDIS_URL", "")
 SPECTACULAR_SETTINGS = {
     "TITLE": "MemHouse API",
     "DESCRIPTION": "Governed long-term memory for AI agents. Authenticate with "

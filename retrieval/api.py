@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from knowledge.selectors import reader_for, scope_for_read
+from memhouse import usage
 from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError
 from retrieval import engine
@@ -50,6 +51,7 @@ class SearchApi(APIView):
         result = engine.search(reader=reader, scope=scope, query=v["query"], profile=profile,
                                limit=v["limit"], offset=v["offset"], as_of=v.get("as_of"))
         body = result.as_dict()
+        usage.record(principal, "search")
         if v["include_identity_profile"]:
             # Orientation only: appended beside the ranked list, never merged into it.
             body["identity_profile"] = stable_profile(reader=reader, scope=scope)

@@ -489,3 +489,9 @@ def ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
         "elapsed_ms": round((timezone.now() - started).total_seconds() * 1000, 2),
     }
 
+
+
+def model_calls(body: dict[str, Any]) -> int:
+    """Generation-model calls one ask response made (answer plus planner passes)."""
+    used = ((body.get("recall") or {}).get("used") or {}).get("planner_calls", 0)
+    return int(bool(body.get("model_called"))) + int(used or 0)

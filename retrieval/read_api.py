@@ -16,12 +16,13 @@ from rest_framework.views import APIView
 
 from knowledge.models import Session
 from knowledge.selectors import reader_for, scope_ancestors, scope_for_read
+from memhouse import usage
 from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError, NotFound
 from retrieval import context as context_mod
 from retrieval import lineage as lineage_mod
 from retrieval.api import refuse_strategy_override
-from retrieval.ask import EFFORTS, ask
+from retrieval.ask import EFFORTS, ask, model_calls
 from retrieval.profiles import resolve_profile
 from retrieval.stable_profile import stable_profile
 
@@ -51,9 +52,10 @@ class ContextApi(APIView):
             if session is None or not (session.scope_id in chain
                                        or reader.may_read_scope(session.scope.path)):
                 raise NotFound("session")
-        return Response(context_mod.get_context(reader=reader, scope=scope, session=session,
-                                                query=v.get("query") or "",
-                                                budget_chars=v["budget_chars"]))
+        body = context_mod.get_context(reader=reader, scope=scope, session=session,
+                                       query=v.get("query") or "", budget_chars=v["budget_chars"])
+        usage.record(principal_of(request), "context")
+        return Response(body)
 
 
 class AskApi(APIView):
@@ -72,9 +74,11 @@ class AskApi(APIView):
         reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
         scope = scope_for_read(reader=reader, path=v["scope"])
         profile = resolve_profile(requested=None, scope=scope, default="thorough")
-        return Response(ask(reader=reader, scope=scope, query=v["query"], profile=profile,
-                            effort=v.get("effort"),
-                            include_source_recall=v["include_source_recall"]))
+        body = ask(reader=reader, scope=scope, query=v["query"], profile=profile,
+                   effort=v.get("effort"), include_source_recall=v["include_source_recall"])
+        usage.record(principal_of(request), "ask")
+        usage.record(principal_of(request), "model_call", model_calls(body))
+        return Response(body)
 
 
 class LineageApi(APIView):
@@ -92,9 +96,11 @@ class LineageApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
-        return Response(lineage_mod.lineage(reader=reader, knowledge_id=v["knowledge_id"],
-                                            depth=v["depth"], fan_out=v["fan_out"],
-                                            max_nodes=v["max_nodes"]))
+        body = lineage_mod.lineage(reader=reader, knowledge_id=v["knowledge_id"],
+                                   depth=v["depth"], fan_out=v["fan_out"],
+                                   max_nodes=v["max_nodes"])
+        usage.record(principal_of(request), "lineage")
+        return Response(body)
 
 
 class StableProfileApi(APIView):
@@ -112,4 +118,5 @@ class StableProfileApi(APIView):
         if profile is None:
             raise ApplicationError("peer_required", "a stable profile is about a peer: this "
                                    "credential has none, so name one with peer_key")
+        usage.record(principal_of(request), "stable_profile")
         return Response(profile)

@@ -66,6 +66,9 @@ def _populate(w) -> dict[str, Any]:
         msg = message(w, "A message that will be erased before the export.")
         propose(w, "Alice mentioned a secret.", subject=w.subject, source=msg)
         erasure.message_erase(actor=dave, message_id=msg.pk)
+        from knowledge.models import UsageEntry
+
+        UsageEntry.objects.create(account=w.account, kind="search", units=3, peer_key="dave")
         said = message(w, "Alice said she runs marathons.", speaker=w.subject)
         marathons = propose(w, "Alice runs marathons.", subject=w.subject, source=said)
         transition(marathons, "active", actor="system:test", reason="f4_gate_a_b_accepted")
