@@ -42,6 +42,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "memhouse.observability.MetricsMiddleware",
 ]
 
 ROOT_URLCONF = "memhouse.urls"
@@ -187,7 +188,11 @@ USE_TZ = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "memhouse.observability.JsonFormatter"}},
+    # MEMHOUSE_LOG_FORMAT=json for one JSON object per line (no statement text is logged).
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             **({"formatter": "json"}
+                                if env_str("MEMHOUSE_LOG_FORMAT") == "json" else {})}},
     "root": {"handlers": ["console"], "level": env_str("MEMHOUSE_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

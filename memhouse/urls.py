@@ -2,10 +2,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memhouse import health
+from memhouse.observability import metrics_view
 
 urlpatterns = [
     path("healthz", health.healthz),
     path("readyz", health.readyz),
+    path("metrics", metrics_view),
     path("api/v1/", include("memhouse.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[],
                                                    permission_classes=[]), name="schema"),

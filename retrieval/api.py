@@ -13,6 +13,7 @@ from knowledge.selectors import reader_for, scope_for_read
 from memhouse import usage
 from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError
+from memhouse.observability import record_search
 from retrieval import engine
 from retrieval.profiles import resolve_profile
 from retrieval.stable_profile import stable_profile
@@ -52,6 +53,7 @@ class SearchApi(APIView):
                                limit=v["limit"], offset=v["offset"], as_of=v.get("as_of"))
         body = result.as_dict()
         usage.record(principal, "search")
+        record_search(result.profile, result.strategies)
         if v["include_identity_profile"]:
             # Orientation only: appended beside the ranked list, never merged into it.
             body["identity_profile"] = stable_profile(reader=reader, scope=scope)
