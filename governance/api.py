@@ -185,30 +185,32 @@ class _ReasonInput(serializers.Serializer):
                                    max_length=services.MAX_REASON_CHARS)
 
 
-class MyKnowledgeContestApi(APIView):
+class _SubjectReasonedActionApi(APIView):
+    """POST {"reason"}: a subject's action on a statement about them (`act` is the
+    service; it decides whether the reason is required)."""
+
+    InputSerializer = _ReasonInput
+    act: Any = None
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
+        data = _ReasonInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = type(self).act(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class MyKnowledgeContestApi(_SubjectReasonedActionApi):
     """POST {"reason": "..."} (required)."""
-    InputSerializer = _ReasonInput
 
-    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
-        p = principal_of(request)
-        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
-        data = _ReasonInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = services.knowledge_contest(item=item, actor=p.peer, **data.validated_data)
-        return Response({"knowledge": knowledge_out(item)})
+    act = staticmethod(services.knowledge_contest)
 
 
-class MyKnowledgeRedactApi(APIView):
+class MyKnowledgeRedactApi(_SubjectReasonedActionApi):
     """POST {"reason": "..."} (optional, kept in the lifecycle evidence)."""
-    InputSerializer = _ReasonInput
 
-    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
-        p = principal_of(request)
-        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
-        data = _ReasonInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = services.knowledge_redact(item=item, actor=p.peer, **data.validated_data)
-        return Response({"knowledge": knowledge_out(item)})
+    act = staticmethod(services.knowledge_redact)
 
 
 # --- questions --------------------------------------------------------------------------

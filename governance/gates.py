@@ -14,7 +14,7 @@ from django.utils import timezone
 from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle
 from knowledge.lifecycle import transition
-from knowledge.models import Knowledge, KnowledgeSource
+from knowledge.models import Knowledge
 
 PIPELINE = "system:pipeline"
 CONFIRMATION_WINDOW = timedelta(days=14)
@@ -46,7 +46,7 @@ def gate_a(item: Knowledge) -> Knowledge | None:
     """Keep the proposal, or reject it. A duplicate's provenance joins the original, so
     repeating a fact raises its independent-source count instead of adding a row.
     Returns the row that now carries the claim, or None when it was rejected as noise."""
-    from knowledge.services import independent_source_count
+    from knowledge.services import knowledge_merge_sources
 
     if len(_WORD.findall(item.statement)) < 2:
         transition(item, lifecycle.REJECTED, actor=PIPELINE, reason="f4_gate_a_noise",
@@ -58,14 +58,7 @@ def gate_a(item: Knowledge) -> Knowledge | None:
         return None
     original = find_duplicate(item)
     if original is not None:
-        for src in KnowledgeSource.objects.filter(knowledge=item):
-            origin = ({"message_id": src.message_id} if src.message_id
-                      else {"document_version_id": src.document_version_id})
-            KnowledgeSource.objects.get_or_create(
-                account_id=item.account_id, knowledge=original, **origin,
-                defaults={"excerpt": src.excerpt})
-        count = independent_source_count(original)
-        Knowledge.objects.filter(pk=original.pk).update(source_count=count)
+        knowledge_merge_sources(source=item, into=original)
         transition(item, lifecycle.REJECTED, actor=PIPELINE, reason="f4_gate_a_duplicate",
                    verification=Knowledge.Verification.GATE_REJECT,
                    evidence={"duplicate_of": str(original.pk)})

@@ -223,7 +223,7 @@ def consolidate_duplicates(account_id: uuid.UUID | str, *,
     The keeper takes the other's provenance, the other is superseded (f4_consolidated)
     and a `consolidates` relation links keeper -> superseded. Level and sensitivity must
     match too, so a merge never widens who may read a claim."""
-    from knowledge.services import independent_source_count
+    from knowledge.services import knowledge_merge_sources
 
     merged = 0
     with account_context(account_id):
@@ -239,14 +239,7 @@ def consolidate_duplicates(account_id: uuid.UUID | str, *,
             if len(rows) != 2:
                 continue  # claimed by someone else, or no longer active
             keeper, other = _keeper_first(rows[a_id], rows[b_id])
-            for src in KnowledgeSource.objects.filter(knowledge=other):
-                origin = ({"message_id": src.message_id} if src.message_id
-                          else {"document_version_id": src.document_version_id})
-                KnowledgeSource.objects.get_or_create(
-                    account_id=keeper.account_id, knowledge=keeper, **origin,
-                    defaults={"excerpt": src.excerpt})
-            Knowledge.objects.filter(pk=keeper.pk).update(
-                source_count=independent_source_count(keeper))
+            knowledge_merge_sources(source=other, into=keeper)
             transition(other, lifecycle.SUPERSEDED, actor=DREAM, reason="f4_consolidated",
                        verification=WORKER,
                        evidence={"consolidated_into": str(keeper.pk),

@@ -189,3 +189,17 @@ def independent_source_count(item: Knowledge) -> int:
     rows = KnowledgeSource.objects.filter(knowledge=item).values_list(
         "message__peer_id", "document_version__document_id")
     return len({("m", m) if m else ("d", d) for m, d in rows})
+
+
+def knowledge_merge_sources(*, source: Knowledge, into: Knowledge) -> int:
+    """Copy `source`'s provenance onto `into` (a duplicate or consolidated row) and
+    refresh its independent-source count; returns the new count. Runs in the caller's
+    transaction."""
+    for src in KnowledgeSource.objects.filter(knowledge=source):
+        origin = ({"message_id": src.message_id} if src.message_id
+                  else {"document_version_id": src.document_version_id})
+        KnowledgeSource.objects.get_or_create(account_id=into.account_id, knowledge=into,
+                                              **origin, defaults={"excerpt": src.excerpt})
+    count = independent_source_count(into)
+    Knowledge.objects.filter(pk=into.pk).update(source_count=count)
+    return count
