@@ -15,18 +15,16 @@ frequencies count visible statements only, so a score reveals nothing about hidd
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 
 from knowledge.selectors import visible_knowledge
 from retrieval.entities import extract_mentions, peer_alias_map, resolve_mentions
 from retrieval.strategies.base import StrategyContext, StrategyResult
+from retrieval.strategies.sql import visible_count
 
 NAME = "entity_match"
 # An entity mentioned by more than max(CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE * N) visible
@@ -78,41 +76,12 @@ ok AS (
 """
 
 
-# N (visible statements in the read's scopes) changes slowly but costs a scan of every
-# visible row; it is cached briefly per reader and scope set. The count is of this
-# reader's visible rows only, as before, so scores still reveal nothing about hidden ones.
-_N_CACHE: dict[tuple[Any, ...], tuple[float, float]] = {}
-_N_CACHE_LOCK = threading.Lock()
-_N_CACHE_MAX = 4096
-
-
-def _visible_count(ctx: StrategyContext) -> float:
-    ttl = float(getattr(settings, "MEMHOUSE_ENTITY_STATS_TTL", 60))
-    key = (ctx.reader.account_id, ctx.reader.posture, ctx.reader.peer_id,
-           tuple(sorted(str(s) for s in ctx.scope_ids)))
-    now = time.monotonic()
-    with _N_CACHE_LOCK:
-        hit = _N_CACHE.get(key)
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    visible, vparams = _visible_sql(ctx)
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT count(*) FROM ({visible}) v", vparams)
-        n = float(cur.fetchone()[0])
-    if ttl > 0:
-        with _N_CACHE_LOCK:
-            if len(_N_CACHE) >= _N_CACHE_MAX:
-                _N_CACHE.clear()
-            _N_CACHE[key] = (now + ttl, n)
-    return n
-
-
 def _ctes(ctx: StrategyContext, keys_sql: str, keys_params: Sequence[Any]
           ) -> tuple[str, list[Any]]:
     visible, vparams = _visible_sql(ctx)
     account = str(ctx.reader.account_id)
     sql = _CTES.format(visible=visible, keys=keys_sql)
-    params = [*vparams, _visible_count(ctx), account, account,
+    params = [*vparams, visible_count(ctx), account, account,
               [str(s) for s in ctx.scope_ids], *keys_params,
               CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE]
     return sql, params

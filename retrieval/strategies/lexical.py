@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from retrieval.lexical import apply_proximity_bonus
 from retrieval.strategies.base import StrategyContext, StrategyResult
-from retrieval.strategies.sql import fetch, visible_ids_sql
+from retrieval.strategies.sql import fetch, visible_count, visible_ids_sql
 
 NAME = "lexical"
 PROXIMITY_HEAD = 20
@@ -33,6 +33,35 @@ def authorization_filtered(ctx: StrategyContext) -> bool:
     return bool(rows and rows[0][0])
 
 
+def _rank_any(ctx: StrategyContext, operands: list[str], visible_sql: str,
+              visible_params: tuple[object, ...]) -> list[tuple[object, ...]]:
+    """Any-term matches ranked by idf-weighted coverage, then cover density.
+
+    Coverage weighs each term by ``ln(1 + N / df)`` (N visible statements in these
+    scopes, df the visible ones containing the term), normalised by the weight of the
+    terms that occur at all: a speaker's name found in most of a conversation's
+    statements counts for little next to the rare word the question is about. Stop
+    words (empty tsquery) and absent terms have df 0 and weigh nothing.
+    """
+    hits = ", ".join(f"(k.search_vector @@ to_tsquery('english', %s))::int AS h{i}"
+                     for i in range(len(operands)))
+    dfs = ", ".join(f"sum(m.h{i})::float AS d{i}" for i in range(len(operands)))
+    idf = [f"(CASE WHEN d.d{i} > 0 THEN ln(1 + d.n / d.d{i}) ELSE 0 END)"
+           for i in range(len(operands))]
+    weighted = " + ".join(f"m.h{i} * {w}" for i, w in enumerate(idf))
+    total = " + ".join(idf)
+    sql = (f"WITH m AS MATERIALIZED (SELECT k.id, k.statement, "
+           f"ts_rank_cd(k.search_vector, to_tsquery('english', %s), 1) AS cd, {hits} "
+           f"FROM memhouse_knowledge k WHERE k.id IN ({visible_sql}) "
+           f"AND k.search_vector @@ to_tsquery('english', %s)), "
+           f"d AS (SELECT greatest(%s::float, count(*)) AS n, {dfs} FROM m) "
+           f"SELECT m.id::text, ({weighted}) / greatest(1e-9, {total}) + m.cd AS score, "
+           f"m.statement FROM m, d ORDER BY score DESC, m.id LIMIT %s")
+    tsq = ctx.lexical.tsquery
+    params = [tsq, *operands, *visible_params, tsq, visible_count(ctx), ctx.limit]
+    return fetch(sql, params)
+
+
 def run(ctx: StrategyContext) -> StrategyResult:
     result = StrategyResult(NAME)
     lex = ctx.lexical
@@ -41,23 +70,14 @@ def run(ctx: StrategyContext) -> StrategyResult:
         return result
     visible_sql, visible_params = visible_ids_sql(ctx)
     q = _tsquery_sql(ctx)
-    params: list[object] = []
-    if lex.mode == "any":
-        operands = [t for t in lex.tsquery.split(" | ") if t]
-        coverage = " + ".join(["(k.search_vector @@ to_tsquery('english', %s))::int"]
-                              * len(operands)) or "0"
-        params += operands
-        # Terms that are English stop words match nothing; they do not count as missed.
-        coverage_sql = (f"({coverage})::float / GREATEST(1, (SELECT count(*) FROM "
-                        f"unnest(%s::text[]) t WHERE numnode(to_tsquery('english', t)) > 0))")
-        params.append(operands)
+    operands = [t for t in lex.tsquery.split(" | ") if t] if lex.mode == "any" else []
+    if operands:
+        rows = _rank_any(ctx, operands, visible_sql, visible_params)
     else:
-        coverage_sql = "1.0"
-    sql = (f"SELECT k.id::text, {coverage_sql} + ts_rank_cd(k.search_vector, {q}, 1) AS score, "
-           f"k.statement FROM memhouse_knowledge k WHERE k.id IN ({visible_sql}) "
-           f"AND k.search_vector @@ {q} ORDER BY score DESC, k.id LIMIT %s")
-    params = [*params, lex.tsquery, *visible_params, lex.tsquery, ctx.limit]
-    rows = fetch(sql, params)
+        sql = (f"SELECT k.id::text, 1.0 + ts_rank_cd(k.search_vector, {q}, 1) AS score, "
+               f"k.statement FROM memhouse_knowledge k WHERE k.id IN ({visible_sql}) "
+               f"AND k.search_vector @@ {q} ORDER BY score DESC, k.id LIMIT %s")
+        rows = fetch(sql, [lex.tsquery, *visible_params, lex.tsquery, ctx.limit])
     ranked = [(kid, float(score), statement) for kid, score, statement in rows]
     result.candidates = apply_proximity_bonus(ranked, lex.terms, head=PROXIMITY_HEAD)
     if not result.candidates and authorization_filtered(ctx):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from knowledge.selectors import visible_knowledge
@@ -23,3 +26,32 @@ def fetch(sql: str, params: tuple[Any, ...] | list[Any]) -> list[tuple[Any, ...]
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return list(cur.fetchall())
+
+
+# N (visible statements in the read's scopes) changes slowly but costs a scan of every
+# visible row; it is cached briefly per reader and scope set. It counts this reader's
+# visible rows only, so idf-weighted scores reveal nothing about hidden ones.
+_N_CACHE: dict[tuple[Any, ...], tuple[float, float]] = {}
+_N_CACHE_LOCK = threading.Lock()
+_N_CACHE_MAX = 4096
+
+
+def visible_count(ctx: StrategyContext) -> float:
+    """How many statements this reader sees in ctx.scope_ids (idf's N), cached for
+    MEMHOUSE_ENTITY_STATS_TTL seconds."""
+    ttl = float(getattr(settings, "MEMHOUSE_ENTITY_STATS_TTL", 60))
+    key = (ctx.reader.account_id, ctx.reader.posture, ctx.reader.peer_id,
+           tuple(sorted(str(s) for s in ctx.scope_ids)))
+    now = time.monotonic()
+    with _N_CACHE_LOCK:
+        hit = _N_CACHE.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    visible, vparams = visible_ids_sql(ctx)
+    n = float(fetch(f"SELECT count(*) FROM ({visible}) v", vparams)[0][0])
+    if ttl > 0:
+        with _N_CACHE_LOCK:
+            if len(_N_CACHE) >= _N_CACHE_MAX:
+                _N_CACHE.clear()
+            _N_CACHE[key] = (now + ttl, n)
+    return n

@@ -316,3 +316,27 @@ def test_identity_profile_is_added_beside_the_ranking_without_changing_it(live_s
     assert "identity_profile" not in plain.json()
     profile = with_profile.json()["identity_profile"]
     assert profile is not None and "entries" in profile
+
+
+def test_lexical_coverage_weighs_rare_terms_above_a_name_found_everywhere(corpus):
+    """Both statements cover one of the two terms; the rare word outranks the name that
+    five visible statements share, although the name's statement is shorter (plain
+    coverage would tie and cover density would then prefer the shorter one)."""
+    from dataclasses import replace
+
+    from memhouse.principal import internal_reader
+    from retrieval.profiles import BASE_PROFILES
+
+    w, _ids = corpus
+    with account_context(w.account.id):
+        oboe = _add(w, "Carol keeps an old oboe from her school band at home.",
+                    subject="carol")
+        short = _add(w, "Alice reads.")
+    with account_context(w.account.id):  # strategies read committed rows on their own connections
+        lexical_only = replace(BASE_PROFILES["balanced"], strategies=("lexical",),
+                               weights={"lexical": 1.0}, deadline_ms=5000)
+        res = engine.search(reader=internal_reader(w.account.id), scope=w.scope,
+                            query="Alice oboe", profile=lexical_only, limit=10)
+    ranked = [c["id"] for c in res.candidates]
+    assert ranked[0] == oboe
+    assert short in ranked and ranked.index(short) > ranked.index(oboe)
