@@ -8,6 +8,8 @@ Websearch operators switch to websearch_to_tsquery, where every bare term must a
 
 from __future__ import annotations
 
+from typing import Any
+
 from retrieval.lexical import apply_proximity_bonus
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_count, visible_ids_sql
@@ -34,7 +36,7 @@ def authorization_filtered(ctx: StrategyContext) -> bool:
 
 
 def _rank_any(ctx: StrategyContext, operands: list[str], visible_sql: str,
-              visible_params: tuple[object, ...]) -> list[tuple[object, ...]]:
+              visible_params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """Any-term matches ranked by idf-weighted coverage, then cover density.
 
     Coverage weighs each term by ``ln(1 + N / df)`` (N visible statements in these
@@ -78,7 +80,7 @@ def run(ctx: StrategyContext) -> StrategyResult:
                f"k.statement FROM memhouse_knowledge k WHERE k.id IN ({visible_sql}) "
                f"AND k.search_vector @@ {q} ORDER BY score DESC, k.id LIMIT %s")
         rows = fetch(sql, [lex.tsquery, *visible_params, lex.tsquery, ctx.limit])
-    ranked = [(kid, float(score), statement) for kid, score, statement in rows]
+    ranked = [(str(kid), float(score), str(statement)) for kid, score, statement in rows]
     result.candidates = apply_proximity_bonus(ranked, lex.terms, head=PROXIMITY_HEAD)
     if not result.candidates and authorization_filtered(ctx):
         result.flags.add("authorization_filtered")
