@@ -11,7 +11,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from governance.models import PeerQuestion, Validation
+from governance.models import Validation
+from governance.questions import validation_with_question
 from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
@@ -88,15 +89,9 @@ def gate_b(item: Knowledge, *, self_observation: bool) -> Knowledge:
         item = transition(item, lifecycle.PROVISIONAL, actor=PIPELINE,
                           reason="f4_gate_a_b_deferred",
                           verification=Knowledge.Verification.GATE_DEFER)
-        validation, _ = Validation.objects.get_or_create(
-            account_id=item.account_id, knowledge=item, kind=Validation.Kind.CONFIRMATION,
-            status=Validation.Status.OPEN,
-            defaults={"reason": "f4_gate_a_b_deferred", "due_at": now + CONFIRMATION_WINDOW})
-        PeerQuestion.objects.get_or_create(
-            account_id=item.account_id, validation=validation, knowledge=item,
-            peer=item.subject_peer, kind=PeerQuestion.Kind.CONFIRMATION,
-            defaults={"text": f"Is this right about you? \u201c{item.statement}\u201d",
-                      "deadline": now + CONFIRMATION_WINDOW})
+        validation_with_question(
+            item, kind=Validation.Kind.CONFIRMATION, reason="f4_gate_a_b_deferred",
+            window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
         return item
     item = transition(item, lifecycle.HELD, actor=PIPELINE, reason="f4_scope_hold",
                       verification=Knowledge.Verification.GATE_DEFER, held_scope=item.scope)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from governance.gates import REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
+from governance.questions import validation_with_question
 from knowledge import audit, lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Peer, Scope
@@ -163,15 +164,9 @@ def request_revalidation(item: Knowledge, *, actor: str, reason: str,
     now = now or timezone.now()
     item = transition(item, lifecycle.NEEDS_REVALIDATION, actor=actor, reason=reason,
                       verification=VERIFY.WORKER, evidence=evidence)
-    validation, _ = V.objects.get_or_create(
-        account_id=item.account_id, knowledge=item, kind=V.Kind.REVALIDATION,
-        status=V.Status.OPEN, defaults={"reason": reason, "due_at": now + REVALIDATION_WINDOW})
-    if item.subject_peer is not None:
-        Q_.objects.get_or_create(
-            account_id=item.account_id, validation=validation, knowledge=item,
-            peer=item.subject_peer, kind=Q_.Kind.REVALIDATION,
-            defaults={"text": f"Is this still right about you? \u201c{item.statement}\u201d",
-                      "deadline": now + REVALIDATION_WINDOW})
+    validation_with_question(
+        item, kind=V.Kind.REVALIDATION, reason=reason, window=REVALIDATION_WINDOW,
+        text="Is this still right about you?", now=now)
     return item
 
 
@@ -187,7 +182,22 @@ def drop_derived_rows(knowledge_ids: Iterable[Any]) -> None:
         from retrieval.models import EntityMention  # type: ignore[attr-defined]
     except ImportError:  # the entity index is optional
         return
+    from django.db.models import Count, OuterRef, Subquery
+    from django.db.models.functions import Coalesce
+
+    from retrieval.models import Entity
+
+    entity_ids = list(EntityMention.objects.filter(knowledge_id__in=ids)
+                      .values_list("entity_id", flat=True).distinct())
     EntityMention.objects.filter(knowledge_id__in=ids).delete()
+    if entity_ids:
+        # An entity named only by withdrawn statements must not outlive them (its
+        # canonical name is their text); the others get their counts recomputed.
+        Entity.objects.filter(pk__in=entity_ids, mentions__isnull=True).delete()
+        counts = (EntityMention.objects.filter(entity_id=OuterRef("pk")).values("entity_id")
+                  .annotate(n=Count("id")).values("n"))
+        Entity.objects.filter(pk__in=entity_ids).update(
+            mention_count=Coalesce(Subquery(counts), 0))
 
 
 # --- curator decisions ------------------------------------------------------------------
@@ -308,19 +318,13 @@ def knowledge_promote(*, item: Knowledge, actor: Peer, level: str,
                       evidence={"target_level": level, "target_scope": target.path})
     V.objects.create(account_id=item.account_id, knowledge=item, kind=V.Kind.REVIEW,
                      reason=PROMOTION_REASON, target_scope=target, target_level=level)
-    subject = item.subject_peer
-    if subject is not None and needs_consent(item):
-        consent = V.objects.create(
-            account_id=item.account_id, knowledge=item, kind=V.Kind.CONSENT,
-            reason=PROMOTION_REASON, target_scope=target, target_level=level,
-            due_at=now + CONSENT_WINDOW)
+    if item.subject_peer_id is not None and needs_consent(item):
         where = "everyone in the Account" if level == Knowledge.Level.ACCOUNT else (
             f"members of {target.path}")
-        Q_.objects.create(
-            account_id=item.account_id, validation=consent, knowledge=item,
-            peer=subject, kind=Q_.Kind.CONSENT,
-            text=f"May we share this about you with {where}? \u201c{item.statement}\u201d",
-            deadline=now + CONSENT_WINDOW)
+        validation_with_question(
+            item, kind=V.Kind.CONSENT, reason=PROMOTION_REASON, window=CONSENT_WINDOW,
+            text=f"May we share this about you with {where}?", now=now,
+            target_scope=target, target_level=level)
     return item
 
 
