@@ -111,6 +111,24 @@ class PeersApi(APIView):
 
 # --- Ingest ----------------------------------------------------------------------------
 
+def _unstorable_text(value: Any) -> str | None:
+    """Why PostgreSQL cannot store this JSON value (a NUL or a lone surrogate in any key or
+    string, which text and jsonb refuse), or None. Refused up front, never stripped."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "Null characters are not allowed."
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            return "Surrogate characters are not allowed."
+        return None
+    if isinstance(value, dict):
+        items: list[Any] = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    return next((why for why in map(_unstorable_text, items) if why), None)
+
+
 class MessageInSerializer(serializers.Serializer):
     id = serializers.CharField(max_length=200, required=False, allow_null=True,
                                help_text="client message id; resending it is a no-op")
@@ -118,6 +136,12 @@ class MessageInSerializer(serializers.Serializer):
     text = serializers.CharField(trim_whitespace=False, allow_blank=True)
     occurred_at = serializers.DateTimeField(required=False)
     metadata = serializers.DictField(required=False, default=dict)
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        why = _unstorable_text(value)
+        if why:
+            raise serializers.ValidationError(why)
+        return value
 
 
 class MessagesIngestApi(APIView):
@@ -140,7 +164,8 @@ class MessagesIngestApi(APIView):
         now = timezone.now()
         incoming = [IncomingMessage(text=m["text"], occurred_at=m.get("occurred_at") or now,
                                     client_message_id=m.get("id"), peer_key=m.get("peer_key"),
-                                    metadata=m.get("metadata"))
+                                    metadata=m.get("metadata"),
+                                    occurred_at_given=m.get("occurred_at") is not None)
                     for m in v["messages"]]
         results = messages_ingest(principal=p, scope_path=v["scope"], messages=incoming,
                                   session_id=v.get("session"))
@@ -244,7 +269,10 @@ class UsageApi(APIView):
         rows = UsageEntry.objects.filter(account_id=p.account_id)
         since_raw = request.query_params.get("since")
         if since_raw:
-            since = parse_datetime(since_raw)
+            try:
+                since = parse_datetime(since_raw)
+            except ValueError:  # well-formed but impossible, e.g. month 13
+                since = None
             if since is None or since.tzinfo is None:
                 raise ApplicationError("invalid_since",
                                        "since must be an ISO 8601 time with a time zone")

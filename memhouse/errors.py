@@ -2,17 +2,33 @@
 
 Domain code raises ApplicationError (or a TransitionError from the lifecycle); the DRF
 exception handler below turns every failure into a 4xx with a machine-readable code.
+Infrastructure failures get the same shape: a database that is unreachable or drops
+the connection mid-request is 503 `database_unavailable` with Retry-After (the request's
+transaction is rolled back, so a retry is safe), a body above DATA_UPLOAD_MAX_MEMORY_SIZE
+is 413 `request_too_large`. `ApiErrorMiddleware` and the `handler*` views below give
+requests that never reach a DRF view (the request transaction failing to start or to
+commit, unknown /api/ paths) that shape as well.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import DataError, InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
+
+log = logging.getLogger(__name__)
+
+# Seconds a client should wait before retrying after a database failure.
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 class ApplicationError(Exception):
@@ -54,13 +70,52 @@ def error_response(code: str, message: str, status_code: int, details: Any = Non
     return Response(body, status=status_code, headers=headers)
 
 
+def infrastructure_error(exc: BaseException) -> tuple[str, str, int, dict[str, str]] | None:
+    """(code, message, status, headers) for failures that are not the caller's fault in
+    the request's content, or None. Shared by the DRF handler and the middleware."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("database unavailable: %s", type(exc.__cause__ or exc).__name__)
+        return ("database_unavailable",
+                "The database is unavailable or dropped the connection; nothing was "
+                "written. Retry the request shortly.",
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
+    if isinstance(exc, DataError):
+        # Validation normally refuses such values first; this is the safety net.
+        log.warning("database refused a value: %s", type(exc.__cause__ or exc).__name__)
+        return ("unstorable_value", "A value in the request cannot be stored (out of range "
+                "or not valid text).", status.HTTP_400_BAD_REQUEST, {})
+    if isinstance(exc, RequestDataTooBig):
+        from django.conf import settings
+
+        return ("request_too_large", "The request body is larger than "
+                f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.",
+                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, {})
+    if isinstance(exc, SuspiciousOperation):
+        return ("bad_request", "The request was refused as malformed.",
+                status.HTTP_400_BAD_REQUEST, {})
+    return None
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = _handle(exc, context)
+    if response is not None:
+        # ATOMIC_REQUESTS: an error answer never commits what the view wrote before it.
+        set_rollback()
+    return response
+
+
+def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
     from knowledge.lifecycle import TransitionError
 
     if isinstance(exc, ApplicationError):
         return error_response(exc.code, exc.message, exc.status_code, exc.details)
     if isinstance(exc, TransitionError):
         return error_response(exc.code, str(exc), status.HTTP_409_CONFLICT)
+    infra = infrastructure_error(exc)
+    if infra is not None:
+        code, message, status_code, headers = infra
+        return error_response(code, message, status_code, headers=headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -77,3 +132,77 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         details = None
     headers = {k: v for k, v in response.items() if k in ("Retry-After", "WWW-Authenticate")}
     return error_response(code, message, response.status_code, details, headers)
+
+
+# --- outside DRF views --------------------------------------------------------------------
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def json_error(code: str, message: str, status_code: int,
+               headers: dict[str, str] | None = None) -> JsonResponse:
+    response = JsonResponse({"error": {"code": code, "message": message}}, status=status_code)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+class ApiErrorMiddleware:
+    """Infrastructure failures outside a DRF view's own handling (the ATOMIC_REQUESTS
+    transaction failing to begin or commit, plain Django views) in the one error shape:
+    JSON under /api/, plain text elsewhere. Never a 500 for an unreachable database."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        infra = infrastructure_error(exc)
+        if infra is None:
+            return None
+        code, message, status_code, headers = infra
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            from django.db import connections
+
+            for conn in connections.all(initialized_only=True):
+                conn.close_if_unusable_or_obsolete()
+        if _is_api(request):
+            return json_error(code, message, status_code, headers)
+        response = HttpResponse(message, status=status_code, content_type="text/plain")
+        for name, value in headers.items():
+            response[name] = value
+        return response
+
+
+def _fallback(default: Callable[..., HttpResponse], code: str, message: str,
+              status_code: int) -> Callable[..., HttpResponse]:
+    def view(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+        if _is_api(request):
+            return json_error(code, message, status_code)
+        if exception is None:
+            return default(request)
+        return default(request, exception)
+
+    view.__name__ = f"{code}_view"
+    return view
+
+
+def _django_defaults() -> dict[str, Callable[..., HttpResponse]]:
+    from django.views import defaults
+
+    return {"400": defaults.bad_request, "403": defaults.permission_denied,
+            "404": defaults.page_not_found, "500": defaults.server_error}
+
+
+_defaults = _django_defaults()
+# memhouse.urls points handler400/403/404/500 here: JSON under /api/, Django's pages elsewhere.
+bad_request = _fallback(_defaults["400"], "bad_request", "The request was refused as malformed.",
+                        400)
+permission_denied = _fallback(_defaults["403"], "permission_denied",
+                              "You may not do this.", 403)
+page_not_found = _fallback(_defaults["404"], "not_found", "No such API endpoint.", 404)
+server_error = _fallback(_defaults["500"], "internal_error",
+                         "An unexpected error occurred; it has been logged.", 500)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 from memhouse.env import env_bool, env_float, env_int, env_list, env_str
 
@@ -35,6 +35,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "memhouse.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -80,8 +81,9 @@ def _database_from_url(url: str) -> dict[str, object]:
         "NAME": unquote(parsed.path.lstrip("/")) or "memhouse",
         "USER": unquote(parsed.username or ""),
         "PASSWORD": unquote(parsed.password or ""),
-        "HOST": parsed.hostname or "",
-        "PORT": str(parsed.port or ""),
+        # libpq's form for a Unix socket: postgresql://user@/db?host=/run/postgresql
+        "HOST": parse_qs(parsed.query).get("host", [parsed.hostname or ""])[0],
+        "PORT": str(parsed.port or parse_qs(parsed.query).get("port", [""])[0]),
     }
 
 
@@ -136,6 +138,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # assets ship in a package: no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Examples for every operation (memhouse/schema_examples.py), injected after generation.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "memhouse.schema.postprocess_examples"],
 }
 
 # --- Celery ---------------------------------------------------------------------------
@@ -149,6 +154,12 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis redelivers a task whose worker died without acknowledging it (acks_late) once it
+# has been unacknowledged this long; keep it above the longest task (a redelivery while the
+# first run is still going is harmless, tasks are idempotent, but wasted work).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("MEMHOUSE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
+}
 
 # --- Models (optional) ----------------------------------------------------------------
 MEMHOUSE_EMBEDDER = env_str("MEMHOUSE_EMBEDDER", "minilm")
@@ -161,6 +172,9 @@ MEMHOUSE_LLM_BASE_URL = env_str("MEMHOUSE_LLM_BASE_URL", "")
 MEMHOUSE_LLM_MODEL = env_str("MEMHOUSE_LLM_MODEL", "")
 MEMHOUSE_LLM_API_KEY = env_str("MEMHOUSE_LLM_API_KEY", "")
 MEMHOUSE_LLM_TIMEOUT = env_float("MEMHOUSE_LLM_TIMEOUT", 20.0)
+MEMHOUSE_LLM_MAX_RETRIES = env_int("MEMHOUSE_LLM_MAX_RETRIES", 2)
+# auto: the LLM extractor when a provider is configured, else rule-based; rule: never a model.
+MEMHOUSE_EXTRACTOR = env_str("MEMHOUSE_EXTRACTOR", "auto")
 
 # --- Retrieval ------------------------------------------------------------------------
 MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL = env_bool("MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL", False)

@@ -15,3 +15,9 @@ urlpatterns = [
                                                      permission_classes=[]), name="api-docs"),
     path("console/", include("console.urls")),
 ]
+
+# Unknown /api/ paths and last-resort errors in the API's one error shape (memhouse.errors).
+handler400 = "memhouse.errors.bad_request"
+handler403 = "memhouse.errors.permission_denied"
+handler404 = "memhouse.errors.page_not_found"
+handler500 = "memhouse.errors.server_error"

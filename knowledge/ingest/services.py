@@ -26,6 +26,9 @@ class IncomingMessage:
     client_message_id: str | None = None
     peer_key: str | None = None
     metadata: dict[str, Any] | None = None
+    # False when the client sent no occurred_at (it defaulted to the time of the request):
+    # a resend of that message is then recognised by its id, text and peer alone.
+    occurred_at_given: bool = True
 
 
 def _enqueue_on_commit(task: Any, *args: Any) -> None:
@@ -103,7 +106,8 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
         prior = existing.get(incoming.client_message_id) if incoming.client_message_id else None
         if prior is not None:
             same = (prior.text == text and prior.peer_id == speaker.id
-                    and prior.occurred_at == incoming.occurred_at)
+                    and (prior.occurred_at == incoming.occurred_at
+                         or not incoming.occurred_at_given))
             if not same:
                 raise ApplicationError(
                     "client_id_conflict",
@@ -172,9 +176,12 @@ def _decode(content: bytes, media_type: str) -> str:
         raise ApplicationError("unsupported_media_type",
                                f"cannot extract text from {media_type!r}", status_code=415)
     try:
-        return content.decode("utf-8")
+        text = content.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApplicationError("invalid_encoding", "document text must be UTF-8") from exc
+    if "\x00" in text:  # PostgreSQL text cannot hold it; refused, never stripped
+        raise ApplicationError("invalid_encoding", "document text must not contain NUL bytes")
+    return text
 
 
 def _add_version(document: Document, content: bytes, media_type: str) -> DocumentVersion:
