@@ -192,6 +192,7 @@ def peer_erase(*, actor: Peer, peer_key: str) -> ErasureOutcome:
     # (the knowledge trigger allows exactly this change of a lifecycle event).
     LifecycleEvent.objects.filter(actor_peer=peer).exclude(knowledge_id__in=about).update(
         actor_peer=None, actor="peer:erased")
+    drop_derived_rows(about)  # entity rows named only by these statements go too
     Knowledge.objects.filter(pk__in=about).delete()
     KnowledgeSource.objects.filter(message_id__in=message_ids).delete()
     Message.objects.filter(pk__in=message_ids).delete()

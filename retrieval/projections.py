@@ -194,6 +194,10 @@ def affected_q(item: Knowledge) -> Q:
     mode = lifecycle.STATES[item.state].projection if item.state in lifecycle.STATES else "none"
     if mode == "none":
         return q
+    if item.expires_at is not None and item.expires_at <= timezone.now():
+        # Already expired: it belongs in no projection, and dirtying the ones a reader
+        # uses would let their cache diagnostics reveal a row that reader cannot see.
+        return q
     if item.subject_peer_id is not None:
         q |= Q(kind=Kind.PEER_PROFILE, peer_id=item.subject_peer_id, scope_id=item.scope_id)
     audiences = []

@@ -1,0 +1,663 @@
+"""Cross-Account matrix: every /api/v1/ route and method, every read selector.
+
+Account B's credentials present Account A's real ids (knowledge, documents, questions,
+messages, sessions, peer keys, scope paths) and must get exactly the response a random
+unknown id gets (no existence oracle); B's lists never hold A's rows; request values that
+try to choose the Account (`account_id` / `account` in body or query, `X-Account`-style
+headers) change nothing. Finally each public selector and retrieval read function, called
+inside B's context with A's ids and objects, returns nothing of A's.
+
+The route table below must cover every route Django resolves under /api/v1/: a new
+endpoint without a case fails `test_the_case_table_covers_every_route`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from tests.security.corpus import Corpus, api, random_id
+
+pytestmark = pytest.mark.django_db
+
+SOCIAL = "/marketing/social"
+TENANCY_HEADERS = {"X-Account": "{a}", "X-Account-Id": "{a}", "X-Memhouse-Account": "{a}",
+                   "X-Memhouse-Account-Key": "{a}", "X-Tenant": "{a}"}
+
+
+# --- route enumeration ------------------------------------------------------------------
+
+def api_routes() -> set[tuple[str, str]]:
+    """(route name, HTTP method) for every pattern under api/v1/, from the resolver."""
+    out: set[tuple[str, str]] = set()
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for p in patterns:
+            route = prefix + str(p.pattern)
+            if isinstance(p, URLResolver):
+                walk(p.url_patterns, route)
+            elif isinstance(p, URLPattern) and route.startswith("api/v1/"):
+                view = p.callback.view_class
+                for m in view.http_method_names:
+                    if m not in ("options", "head", "trace") and hasattr(view, m):
+                        out.add((p.name, m.upper()))
+
+    walk(get_resolver().url_patterns, "")
+    return out
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+def _leak_free(c: Corpus, text: str, presented: tuple[str, ...] = ()) -> None:
+    """No Account A text or id in a response B received (ids B itself sent excepted)."""
+    for value in presented:
+        text = text.replace(value, "<PRESENTED>")
+    assert "acmeonly" not in text.lower(), "Account A text reached Account B"
+    for kid in c.a_knowledge | {c.a_ids["document"], c.a_ids["version"], c.a_ids["message"],
+                                c.a_ids["question"], c.a_ids["scope_social"]}:
+        assert kid not in text, f"Account A id {kid} reached Account B"
+
+
+def _normal(resp: Any, value: str) -> tuple[int, Any]:
+    text = resp.content.decode().replace(value, "<ID>")
+    text = re.sub(r'"elapsed_ms":\s*[0-9.]+', '"elapsed_ms":0', text)
+    text = re.sub(r'"rebuilt_at":\s*"[^"]*"', '"rebuilt_at":""', text)
+    return resp.status_code, json.loads(text) if text else None
+
+
+def no_oracle(c: Corpus, client: APIClient, key: str, method: str, path: str,
+              real: str, body: Any = None, *, field: str | None = None) -> Any:
+    """B presenting A's `real` value gets what a random unknown value gets."""
+    if re.fullmatch(r"[0-9a-f-]{36}", real):
+        rand = random_id()
+    elif real.startswith("/"):
+        rand = f"/zz-{random_id()[:8]}"
+    else:
+        rand = f"ghost-{random_id()[:8]}"
+
+    def send(value: str) -> Any:
+        p = path.replace("{id}", value)
+        b = body
+        if field is not None:
+            b = {**(body or {}), field: value}
+        return api(client, key, method, p, b)
+
+    r_real, r_rand = send(real), send(rand)
+    assert _normal(r_real, real) == _normal(r_rand, rand), (r_real.content, r_rand.content)
+    assert 400 <= r_real.status_code < 500 or r_real.status_code == 200
+    _leak_free(c, r_real.content.decode(), (real,))
+    return r_real
+
+
+def owner_sees_it(client: APIClient, key: str, method: str, path: str, real: str,
+                  body: Any = None, *, field: str | None = None) -> None:
+    """The id is real: its own Account does not get 404 for it (so the oracle test above
+    compared a live id, not two unknown ones)."""
+    b = {**(body or {}), field: real} if field else body
+    r = api(client, key, method, path.replace("{id}", real), b)
+    assert r.status_code != 404, r.content
+
+
+def tenancy_ignored(c: Corpus, client: APIClient, key: str, method: str, path: str,
+                    body: Any = None, project: Callable[[Any], Any] = lambda r: r.json()
+                    ) -> None:
+    """`account_id`/`account` in body and query and X-Account-style headers naming A do
+    not change what B reads or writes."""
+    a = str(c.world.account.id)
+    plain = api(client, key, method, path, body)
+    sel_body = {**body, "account_id": a, "account": a, "account_key": a} if isinstance(
+        body, dict) else body
+    headers = {k: v.format(a=a) for k, v in TENANCY_HEADERS.items()}
+    forged = api(client, key, method, path, sel_body, query={"account_id": a, "account": a,
+                                                               "account_key": a},
+                 headers=headers)
+    assert plain.status_code == forged.status_code, forged.content
+    assert project(plain) == project(forged)
+    _leak_free(c, forged.content.decode())
+
+
+def _ids_in(resp: Any) -> set[str]:
+    return set(re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                          resp.content.decode()))
+
+
+# --- the cases --------------------------------------------------------------------------
+
+def case_auth_token(c: Corpus, client: APIClient) -> None:
+    # Known username + wrong password answers exactly like an unknown username.
+    r1 = api(client, None, "POST", "auth/token", {"username": "alice", "password": "wrong-1"})
+    r2 = api(client, None, "POST", "auth/token", {"username": "nobody-x", "password": "wrong-1"})
+    assert r1.status_code == r2.status_code == 401 and r1.json() == r2.json()
+    # An account selector in the login body does not move mallory into Account A.
+    r = api(client, None, "POST", "auth/token",
+            {"username": "mallory", "password": "mallory-pass-123",
+             "account_id": str(c.world.account.id)},
+            headers={"X-Account": str(c.world.account.id)})
+    assert r.status_code == 201
+    me = api(client, r.json()["token"], "GET", "me")
+    assert me.json()["peer_key"] == "mallory"
+    assert api(client, r.json()["token"], "POST", "search",
+               {"query": "zephyr", "scope": SOCIAL}).status_code == 404
+
+
+def case_me(c: Corpus, client: APIClient) -> None:
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "me")
+    assert api(client, c.keys["mallory"], "GET", "me").json()["peer_key"] == "mallory"
+
+
+def case_usage(c: Corpus, client: APIClient) -> None:
+    api(client, c.keys["scribe"], "POST", "search", {"query": "zephyr", "scope": SOCIAL})
+    tenancy_ignored(c, client, c.keys["mel"], "GET", "usage")
+    assert api(client, c.keys["mel"], "GET", "usage").json()["totals"] == {}
+
+
+def case_scopes_get(c: Corpus, client: APIClient) -> None:
+    r = api(client, c.keys["mallory"], "GET", "scopes")
+    assert [s["path"] for s in r.json()["scopes"]] == ["/", "/marketing"]
+    _leak_free(c, r.content.decode())
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "scopes")
+
+
+def case_scopes_post(c: Corpus, client: APIClient) -> None:
+    from knowledge.models import Scope
+    from memhouse.tenancy import rebind_account_for_tests
+
+    # A path that exists only in A is created in B like any new path.
+    for path in (SOCIAL, "/zz-" + random_id()[:6]):
+        r = api(client, c.keys["mallory"], "POST", "scopes",
+                {"path": path, "account_id": str(c.world.account.id)},
+                headers={"X-Account": str(c.world.account.id)})
+        assert r.status_code == 201
+        assert r.json()["id"] != c.a_ids["scope_social"]
+        rebind_account_for_tests(c.world.other_account.id)
+        assert Scope.objects.filter(path=path).exists()
+    rebind_account_for_tests(c.world.account.id)
+    assert Scope.objects.filter(path=SOCIAL).values_list("id", flat=True).get() == \
+        c.world.scope.id
+    assert not Scope.objects.filter(path__startswith="/zz-").exists()
+
+
+def case_peers_get(c: Corpus, client: APIClient) -> None:
+    r = api(client, c.keys["mallory"], "GET", "peers")
+    assert {p["key"] for p in r.json()["peers"]} == {"mallory", "mel"}
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "peers")
+
+
+def case_peers_post(c: Corpus, client: APIClient) -> None:
+    # A's peer key is free in B: the same 201 as a never-used key.
+    r1 = api(client, c.keys["mallory"], "POST", "peers", {"key": "alice", "kind": "human"})
+    r2 = api(client, c.keys["mallory"], "POST", "peers", {"key": "zz-new", "kind": "human"})
+    assert r1.status_code == r2.status_code == 201
+    from knowledge.models import Peer
+    from memhouse.tenancy import rebind_account_for_tests
+
+    a = str(c.world.account.id)
+    r = api(client, c.keys["mallory"], "POST", "peers",
+            {"key": "zz-other", "kind": "agent", "account_id": a, "account": a},
+            query={"account_id": a}, headers={"X-Account": a})
+    assert r.status_code == 201
+    rebind_account_for_tests(c.world.other_account.id)
+    assert set(Peer.objects.filter(key__in=["alice", "zz-new", "zz-other"])
+               .values_list("key", flat=True)) == {"alice", "zz-new", "zz-other"}
+    rebind_account_for_tests(c.world.account.id)
+    assert not Peer.objects.filter(key__startswith="zz-").exists()
+
+
+def case_messages(c: Corpus, client: APIClient) -> None:
+    from knowledge.models import Message, Session
+    from memhouse.tenancy import rebind_account_for_tests
+
+    key = c.keys["mallory"]
+    no_oracle(c, client, key, "POST", "messages", "alice",
+              {"scope": "/marketing", "messages": [{"text": "hi", "peer_key": "{v}"}]})
+    # peer_key sits inside a list: send it by hand.
+    for value in ("alice", "ghost-zz"):
+        r = api(client, key, "POST", "messages",
+                {"scope": "/marketing", "messages": [{"text": "hi", "peer_key": value}]})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_peer_key"
+    r_a = api(client, key, "POST", "messages", {"scope": SOCIAL, "messages": [{"text": "x"}]})
+    r_r = api(client, key, "POST", "messages", {"scope": "/zz-none", "messages": [{"text": "x"}]})
+    assert _normal(r_a, SOCIAL) == _normal(r_r, "/zz-none")
+    # A's session id and account selectors: stored in B, A's session untouched.
+    r = api(client, key, "POST", "messages",
+            {"scope": "/marketing", "session": c.a_ids["session"],
+             "account_id": str(c.world.account.id),
+             "messages": [{"text": "B's own line", "id": "b-msg-1"}]},
+            headers={"X-Account": str(c.world.account.id)})
+    assert r.status_code == 202, r.content
+    rebind_account_for_tests(c.world.other_account.id)
+    assert Message.objects.filter(client_message_id="b-msg-1").count() == 1
+    assert Session.objects.filter(external_id=c.a_ids["session"]).count() == 1
+    rebind_account_for_tests(c.world.account.id)
+    assert not Message.objects.filter(client_message_id="b-msg-1").exists()
+    assert Message.objects.filter(session__external_id=c.a_ids["session"]).count() == 1
+
+
+def case_documents_post(c: Corpus, client: APIClient) -> None:
+    from knowledge.models import Document
+    from memhouse.tenancy import rebind_account_for_tests
+
+    key = c.keys["mallory"]
+    for ext in ("acme-doc-ext", "zz-" + random_id()[:6]):
+        r = api(client, key, "POST", "documents",
+                {"scope": "/marketing", "title": "B doc", "text": "B text", "external_id": ext,
+                 "account_id": str(c.world.account.id)},
+                headers={"X-Account": str(c.world.account.id)})
+        assert r.status_code == 201, r.content
+        assert r.json()["document_id"] != c.a_ids["document"]
+    rebind_account_for_tests(c.world.account.id)
+    assert Document.objects.get(external_id="acme-doc-ext").title == "Acme acmeonly plan"
+    assert Document.objects.count() == 1
+
+
+def case_document_get(c: Corpus, client: APIClient) -> None:
+    path = "documents/{id}"
+    r = no_oracle(c, client, c.keys["mallory"], "GET", path, c.a_ids["document"])
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    owner_sees_it(client, c.keys["scribe"], "GET", path, c.a_ids["document"])
+
+
+def case_document_delete(c: Corpus, client: APIClient) -> None:
+    path = "documents/{id}"
+    r = no_oracle(c, client, c.keys["mel"], "DELETE", path, c.a_ids["document"])
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["scribe"], "DELETE", path, c.a_ids["document"])
+
+
+def case_document_versions(c: Corpus, client: APIClient) -> None:
+    path = "documents/{id}/versions"
+    r = no_oracle(c, client, c.keys["mallory"], "POST", path, c.a_ids["document"],
+                  {"text": "B overwrites"})
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["scribe"], "POST", path, c.a_ids["document"],
+                  {"text": "A's own revision"})
+
+
+def _read_cases(c: Corpus, client: APIClient, path: str, body: dict[str, Any]) -> None:
+    """search / ask / context / stable-profile: peer_key and scope oracles, B's own rows
+    only, tenancy selectors ignored."""
+    key = c.keys["mallory"]
+    r = no_oracle(c, client, key, "POST", path, "alice", body, field="peer_key")
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_peer_key"
+    r = no_oracle(c, client, key, "POST", path, SOCIAL, body, field="scope")
+    assert r.status_code == 404
+    own = api(client, key, "POST", path, body)
+    assert own.status_code == 200, own.content
+    _leak_free(c, own.content.decode())
+    tenancy_ignored(c, client, key, "POST", path, body,
+                    project=lambda r: sorted(_ids_in(r) & (c.a_knowledge | set(c.b_knowledge))))
+    # Sanity: the same read in A does reach A's rows, so emptiness above is isolation.
+    a_body = {**body, "scope": SOCIAL}
+    if path != "stable-profile":
+        mine = api(client, c.keys["scribe"], "POST", path, a_body)
+        assert "acmeonly" in mine.content.decode().lower()
+
+
+def case_search(c: Corpus, client: APIClient) -> None:
+    body = {"query": "zephyr note", "scope": "/marketing", "limit": 100, "deadline_ms": 5000}
+    _read_cases(c, client, "search", body)
+    got = {x["id"] for x in api(client, c.keys["mallory"], "POST", "search", body)
+           .json()["candidates"]}
+    assert got == set(c.b_knowledge)
+
+
+def case_ask(c: Corpus, client: APIClient) -> None:
+    _read_cases(c, client, "ask", {"query": "zephyr note", "scope": "/marketing",
+                                   "effort": "medium", "include_source_recall": True})
+
+
+def case_context(c: Corpus, client: APIClient) -> None:
+    body = {"scope": "/marketing", "query": "zephyr note"}
+    _read_cases(c, client, "context", body)
+    r = no_oracle(c, client, c.keys["mallory"], "POST", "context", c.a_ids["session"], body,
+                  field="session")
+    assert r.status_code == 404
+
+
+def case_lineage(c: Corpus, client: APIClient) -> None:
+    public = c.cells[("about_scope", "public", "active")]
+    for real in (public, c.a_ids["k_provisional"], c.a_ids["k_held"]):
+        r = no_oracle(c, client, c.keys["mallory"], "POST", "lineage", real, {},
+                      field="knowledge_id")
+        assert r.status_code == 404
+    owner_sees_it(client, c.keys["scribe"], "POST", "lineage", public, {}, field="knowledge_id")
+
+
+def case_stable_profile(c: Corpus, client: APIClient) -> None:
+    _read_cases(c, client, "stable-profile", {"scope": "/marketing"})
+
+
+def case_curator_queue(c: Corpus, client: APIClient) -> None:
+    r = api(client, c.keys["mel"], "GET", "curator/queue", query={"limit": "200"})
+    assert r.status_code == 200 and r.json()["items"] == []
+    tenancy_ignored(c, client, c.keys["mel"], "GET", "curator/queue")
+    assert api(client, c.keys["carol"], "GET", "curator/queue").json()["items"]
+
+
+def _curator(action: str, cell_or_id: str, body: dict[str, Any]) -> Callable[..., None]:
+    def case(c: Corpus, client: APIClient) -> None:
+        real = c.a_ids.get(cell_or_id) or c.cells[tuple(cell_or_id.split(":"))]  # type: ignore[index]
+        path = f"curator/knowledge/{{id}}/{action}"
+        r = no_oracle(c, client, c.keys["mel"], "POST", path, real, body)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        owner_sees_it(client, c.keys["carol"], "POST", path, real, body)
+    return case
+
+
+def case_me_knowledge(c: Corpus, client: APIClient) -> None:
+    r = api(client, c.keys["mallory"], "GET", "me/knowledge", query={"limit": "200"})
+    assert r.status_code == 200 and r.json()["items"] == []
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "me/knowledge")
+    assert api(client, c.keys["alice"], "GET", "me/knowledge").json()["items"]
+
+
+def _subject(action: str, body: dict[str, Any]) -> Callable[..., None]:
+    def case(c: Corpus, client: APIClient) -> None:
+        real = c.cells[("alice_peer", "internal", "active")]
+        path = f"me/knowledge/{{id}}/{action}"
+        r = no_oracle(c, client, c.keys["mallory"], "POST", path, real, body)
+        assert r.status_code == 404
+        owner_sees_it(client, c.keys["alice"], "POST", path, real, body)
+    return case
+
+
+def case_me_questions(c: Corpus, client: APIClient) -> None:
+    for status in ("open", "answered", "expired"):
+        r = api(client, c.keys["mallory"], "GET", "me/questions", query={"status": status})
+        assert r.status_code == 200 and r.json()["items"] == []
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "me/questions")
+    assert api(client, c.keys["alice"], "GET", "me/questions").json()["items"]
+
+
+def case_question_answer(c: Corpus, client: APIClient) -> None:
+    path = "questions/{id}/answer"
+    r = no_oracle(c, client, c.keys["mallory"], "POST", path, c.a_ids["question"],
+                  {"answer": "yes"})
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["alice"], "POST", path, c.a_ids["question"], {"answer": "yes"})
+
+
+def case_erasure(c: Corpus, client: APIClient) -> None:
+    for field, real in (("message_id", c.a_ids["message"]), ("document_id", c.a_ids["document"]),
+                        ("peer_key", "alice")):
+        r = no_oracle(c, client, c.keys["mel"], "POST", "erasure", real, {}, field=field)
+        assert r.status_code == 404, r.content
+    owner_sees_it(client, c.keys["dave"], "POST", "erasure", c.a_ids["message"], {},
+                  field="message_id")
+
+
+CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
+    ("auth-token", "POST"): case_auth_token,
+    ("me", "GET"): case_me,
+    ("usage", "GET"): case_usage,
+    ("scopes", "GET"): case_scopes_get,
+    ("scopes", "POST"): case_scopes_post,
+    ("peers", "GET"): case_peers_get,
+    ("peers", "POST"): case_peers_post,
+    ("messages", "POST"): case_messages,
+    ("documents", "POST"): case_documents_post,
+    ("document", "GET"): case_document_get,
+    ("document", "DELETE"): case_document_delete,
+    ("document-versions", "POST"): case_document_versions,
+    ("search", "POST"): case_search,
+    ("context", "POST"): case_context,
+    ("ask", "POST"): case_ask,
+    ("lineage", "POST"): case_lineage,
+    ("stable-profile", "POST"): case_stable_profile,
+    ("curator-queue", "GET"): case_curator_queue,
+    ("curator-approve", "POST"): _curator("approve", "k_held", {"note": "ok"}),
+    ("curator-reject", "POST"): _curator("reject", "k_held", {"note": "no"}),
+    ("curator-resolve", "POST"): _curator("resolve", "alice_peer:internal:contested",
+                                          {"outcome": "for"}),
+    ("curator-promote", "POST"): _curator("promote", "alice_peer:internal:active",
+                                          {"level": "scope"}),
+    ("me-knowledge", "GET"): case_me_knowledge,
+    ("me-knowledge-confirm", "POST"): _subject("confirm", {}),
+    ("me-knowledge-contest", "POST"): _subject("contest", {"reason": "not true"}),
+    ("me-knowledge-redact", "POST"): _subject("redact", {"reason": "private"}),
+    ("me-questions", "GET"): case_me_questions,
+    ("question-answer", "POST"): case_question_answer,
+    ("erasure", "POST"): case_erasure,
+}
+
+
+def test_the_case_table_covers_every_route(record_property):
+    routes = api_routes()
+    assert len(routes) >= 29
+    missing = routes - set(CASES)
+    stale = set(CASES) - routes
+    assert not missing, f"routes without a cross-Account case: {sorted(missing)}"
+    assert not stale, f"cases for routes that no longer exist: {sorted(stale)}"
+    record_property("facts", f"cross-Account matrix: {len(routes)} route x method pairs "
+                             f"under /api/v1/, each with a case")
+
+
+@pytest.mark.parametrize("route", sorted(CASES), ids=lambda r: f"{r[1]} {r[0]}")
+def test_cross_account_route(corpus, route):
+    CASES[route](corpus, APIClient())
+
+
+# --- selectors and retrieval read functions inside Account B's context ------------------
+
+def _b_context(c: Corpus) -> tuple[Any, Any, Any]:
+    from knowledge.models import Scope
+    from memhouse.principal import Principal
+    from memhouse.tenancy import rebind_account_for_tests
+
+    rebind_account_for_tests(c.world.account.id)
+    a_scope = Scope.objects.get(path=SOCIAL)
+    rebind_account_for_tests(c.world.other_account.id)
+    b_admin = Principal(account_id=c.world.other_account.id, peer=c.mel, via="api_key")
+    return a_scope, b_admin, c.world.other_account.id
+
+
+def _nothing_of_a(c: Corpus, value: Any) -> None:
+    _leak_free(c, json.dumps(value, default=str))
+
+
+def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
+    from governance import selectors as gs
+    from knowledge import selectors as ksel
+    from memhouse.errors import ApplicationError, NotFound
+    from memhouse.principal import Principal, Reader, internal_reader
+    from retrieval import ask as ask_mod
+    from retrieval import context as ctx_mod
+    from retrieval import engine, lineage, projections, stable_profile
+    from retrieval.profiles import resolve_profile
+
+    def forged(c: Corpus) -> Reader:
+        # A Reader naming Account A while the transaction is bound to B: RLS still wins.
+        return internal_reader(c.world.account.id)
+
+    def raises(exc: type[Exception], fn: Callable[[], Any]) -> None:
+        with pytest.raises(exc):
+            fn()
+
+    def reader_for(c: Corpus) -> None:
+        _, b, _ = _b_context(c)
+        raises(ApplicationError, lambda: ksel.reader_for(principal=b, peer_key="alice"))
+
+    def scope_for_read(c: Corpus) -> None:
+        _, _b, acct = _b_context(c)
+        raises(NotFound, lambda: ksel.scope_for_read(reader=internal_reader(acct), path=SOCIAL))
+
+    def scope_ancestors(c: Corpus) -> None:
+        a_scope, _, _ = _b_context(c)
+        assert list(ksel.scope_ancestors(a_scope)) == []
+
+    def visible_knowledge(c: Corpus) -> None:
+        a_scope, _, acct = _b_context(c)
+        assert set(ksel.visible_knowledge(reader=internal_reader(acct)).values_list(
+            "id", flat=True)) == {__import__("uuid").UUID(i) for i in c.b_knowledge}
+        assert not ksel.visible_knowledge(reader=forged(c), scope_ids=[a_scope.id]).exists()
+
+    def knowledge_for_read(c: Corpus) -> None:
+        a_scope, _, acct = _b_context(c)
+        assert not ksel.knowledge_for_read(reader=forged(c), scope=a_scope).exists()
+        assert not ksel.knowledge_for_read(reader=internal_reader(acct), scope=a_scope).exists()
+
+    def q_builders(c: Corpus) -> None:  # sensitivity_q / lifecycle_q build filters only
+        from knowledge.models import Knowledge
+
+        _b_context(c)
+        r = Reader(account_id=c.world.account.id, posture="peer", peer_id=c.world.subject.id)
+        assert not Knowledge.objects.filter(ksel.sensitivity_q(r) & ksel.lifecycle_q(r)).filter(
+            account_id=c.world.account.id).exists()
+
+    def curator_queue(c: Corpus) -> None:
+        _, b, _ = _b_context(c)
+        assert gs.curator_queue(principal=b, limit=200).items == []
+        forged_p = Principal(account_id=c.world.account.id, peer=c.world.curator, via="api_key")
+        assert gs.curator_queue(principal=forged_p, limit=200).items == []
+
+    def knowledge_for_curator(c: Corpus) -> None:
+        _, b, _ = _b_context(c)
+        raises(NotFound, lambda: gs.knowledge_for_curator(principal=b,
+                                                          knowledge_id=c.a_ids["k_held"]))
+
+    def scope_for_curator(c: Corpus) -> None:
+        _, b, _ = _b_context(c)
+        raises(NotFound, lambda: gs.scope_for_curator(principal=b, path=SOCIAL))
+
+    def knowledge_about_me(c: Corpus) -> None:
+        _b_context(c)
+        forged_p = Principal(account_id=c.world.account.id, peer=c.world.subject, via="token")
+        assert gs.knowledge_about_me(principal=forged_p, limit=200).items == []
+
+    def knowledge_for_subject(c: Corpus) -> None:
+        _b_context(c)
+        forged_p = Principal(account_id=c.world.account.id, peer=c.world.subject, via="token")
+        raises(NotFound, lambda: gs.knowledge_for_subject(
+            principal=forged_p, knowledge_id=c.cells[("alice_peer", "internal", "active")]))
+
+    def questions_for_me(c: Corpus) -> None:
+        _b_context(c)
+        forged_p = Principal(account_id=c.world.account.id, peer=c.world.subject, via="token")
+        assert gs.questions_for_me(principal=forged_p).items == []
+
+    def question_for_me(c: Corpus) -> None:
+        _b_context(c)
+        forged_p = Principal(account_id=c.world.account.id, peer=c.world.subject, via="token")
+        raises(NotFound, lambda: gs.question_for_me(principal=forged_p,
+                                                    question_id=c.a_ids["question"]))
+
+    def paging_helpers(c: Corpus) -> None:  # parse_limit / paginate read nothing themselves
+        from knowledge.models import Knowledge
+
+        _b_context(c)
+        page = gs.paginate(Knowledge.objects.filter(account_id=c.world.account.id),
+                           time_field="inserted_at", cursor=None, limit=gs.parse_limit("200"))
+        assert page.items == []
+
+    def search(c: Corpus) -> None:
+        a_scope, _, acct = _b_context(c)
+        prof = resolve_profile(requested="balanced", scope=a_scope, default="balanced")
+        from dataclasses import replace
+
+        prof = replace(prof, deadline_ms=5000)
+        for reader in (internal_reader(acct), forged(c)):
+            res = engine.search(reader=reader, scope=a_scope, query="zephyr acmeonly note",
+                                profile=prof, limit=100)
+            assert res.candidates == [] and not any(res.lists.values())
+            _nothing_of_a(c, res.as_dict())
+
+    def get_context(c: Corpus) -> None:
+        a_scope, _, acct = _b_context(c)
+        body = ctx_mod.get_context(reader=internal_reader(acct), scope=a_scope,
+                                   query="zephyr acmeonly")
+        assert body["knowledge"] == [] and body["scope_cards"] == []
+        _nothing_of_a(c, body)
+
+    def ask(c: Corpus) -> None:
+        a_scope, _, acct = _b_context(c)
+        prof = resolve_profile(requested=None, scope=a_scope, default="thorough")
+        body = ask_mod.ask(reader=internal_reader(acct), scope=a_scope, query="zephyr acmeonly",
+                           profile=prof, effort="medium", include_source_recall=True)
+        assert body["candidates"] == [] and body["recall_evidence"] == []
+        _nothing_of_a(c, body)
+
+    def lineage_fn(c: Corpus) -> None:
+        _, _, acct = _b_context(c)
+        kid = c.cells[("about_scope", "public", "active")]
+        raises(NotFound, lambda: lineage.lineage(reader=internal_reader(acct), knowledge_id=kid))
+        raises(NotFound, lambda: lineage.lineage(reader=forged(c), knowledge_id=kid))
+
+    def visible_messages(c: Corpus) -> None:
+        a_scope, _, _ = _b_context(c)
+        assert not lineage.visible_messages(forged(c), [a_scope.id]).exists()
+
+    def related_ids(c: Corpus) -> None:
+        a_scope, _, _ = _b_context(c)
+        assert lineage.related_ids(reader=forged(c), scope_ids=[a_scope.id],
+                                   seeds=list(c.cells.values())[:20], fan_out=8) == []
+
+    def stable(c: Corpus) -> None:
+        _b_context(c)
+        r = Reader(account_id=c.world.account.id, posture="peer", peer_id=c.world.subject.id,
+                   scope_roots=None)
+        assert stable_profile.readable_scope_ids(r) == []
+        assert not stable_profile.stable_statements(reader=r).exists()
+        assert stable_profile.stable_profile(reader=r)["entries"] == []
+
+    def projection_reads(c: Corpus) -> None:
+        from retrieval.models import Projection
+
+        a_scope, _, _ = _b_context(c)
+        p = Projection(account_id=c.world.account.id, kind="scope_card", audience="shared",
+                       scope_id=a_scope.id)
+        assert not projections.statements_for(p).exists()
+        assert not Projection.objects.filter(account_id=c.world.account.id).exists()
+
+    return {
+        "knowledge.selectors.reader_for": reader_for,
+        "knowledge.selectors.scope_for_read": scope_for_read,
+        "knowledge.selectors.scope_ancestors": scope_ancestors,
+        "knowledge.selectors.sensitivity_q": q_builders,
+        "knowledge.selectors.lifecycle_q": q_builders,
+        "knowledge.selectors.visible_knowledge": visible_knowledge,
+        "knowledge.selectors.knowledge_for_read": knowledge_for_read,
+        "governance.selectors.parse_limit": paging_helpers,
+        "governance.selectors.paginate": paging_helpers,
+        "governance.selectors.curator_queue": curator_queue,
+        "governance.selectors.knowledge_for_curator": knowledge_for_curator,
+        "governance.selectors.scope_for_curator": scope_for_curator,
+        "governance.selectors.knowledge_about_me": knowledge_about_me,
+        "governance.selectors.knowledge_for_subject": knowledge_for_subject,
+        "governance.selectors.questions_for_me": questions_for_me,
+        "governance.selectors.question_for_me": question_for_me,
+        "retrieval.engine.search": search,
+        "retrieval.context.get_context": get_context,
+        "retrieval.ask.ask": ask,
+        "retrieval.lineage.lineage": lineage_fn,
+        "retrieval.lineage.visible_messages": visible_messages,
+        "retrieval.lineage.related_ids": related_ids,
+        "retrieval.stable_profile.stable_profile": stable,
+        "retrieval.stable_profile.stable_statements": stable,
+        "retrieval.stable_profile.readable_scope_ids": stable,
+        "retrieval.projections.statements_for": projection_reads,
+    }
+
+
+SELECTOR_CASES = _selector_cases()
+
+
+def test_every_public_selector_has_a_case():
+    import governance.selectors
+    import knowledge.selectors
+
+    public = {f"{mod.__name__}.{name}" for mod in (knowledge.selectors, governance.selectors)
+              for name, fn in inspect.getmembers(mod, inspect.isfunction)
+              if fn.__module__ == mod.__name__ and not name.startswith("_")}
+    assert public and public <= set(SELECTOR_CASES), sorted(public - set(SELECTOR_CASES))
+
+
+@pytest.mark.parametrize("name", sorted(SELECTOR_CASES))
+def test_selector_in_account_b_returns_nothing_of_a(corpus, name):
+    SELECTOR_CASES[name](corpus)
