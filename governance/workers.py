@@ -401,13 +401,24 @@ def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, An
     Only with a configured generation provider: with none it does nothing and says so.
     A failing provider leaves the group for the next run and invents nothing. The model
     call holds no database connection; each group is written in its own transaction."""
-    from memhouse.llm import ProviderError, get_provider
+    from memhouse.llm import get_provider
 
     provider = provider if provider is not None else get_provider()
     if provider is None:
         return DeductionResult("skipped", reason="no generation provider is configured; "
                                                  "deduction needs one").as_dict()
     result = DeductionResult("ok", provider=getattr(provider, "name", "provider"))
+    from memhouse.usage import metering
+
+    with metering(account_id):  # the provider bills each call to this Account
+        _deduce_groups(account_id, provider, result)
+    return result.as_dict()
+
+
+def _deduce_groups(account_id: uuid.UUID | str, provider: Any, result: DeductionResult
+                   ) -> None:
+    from memhouse.llm import ProviderError
+
     for group in _deduction_groups(account_id):
         result.groups += 1
         if not connection.in_atomic_block:
@@ -420,7 +431,6 @@ def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, An
             result.failed += 1
             continue
         result.created += _write_deductions(account_id, group, answer, result.provider)
-    return result.as_dict()
 
 
 # --- contributor changes ----------------------------------------------------------------

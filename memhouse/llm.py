@@ -15,7 +15,10 @@ Contract of ``complete_json``:
 * transient failures (timeouts, connection errors, HTTP 429 and 5xx, unparsable or
   schema-violating output) are retried up to ``max_retries`` extra times with exponential
   backoff; any other HTTP status (400, 401, 403, 404, 422...) fails at once;
-* error messages never contain the API key or the prompt.
+* error messages never contain the API key or the prompt;
+* every call is metered, whatever its outcome: :func:`memhouse.usage.record_model_call`
+  appends ``model_call`` (and ``model_tokens`` when the provider reports ``usage``) to the
+  Account's ledger and counts it in Prometheus, so no caller can forget to bill a call.
 
 ``get_provider()`` builds the configured provider from Django settings, or returns ``None``
 when no provider is configured; callers must treat ``None`` as the deliberate "no model"
@@ -25,6 +28,7 @@ configuration, not as a failure.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 import re
@@ -40,6 +44,7 @@ __all__ = [
     "OpenAICompatibleProvider",
     "ProviderError",
     "SchemaValidationError",
+    "TokenUsage",
     "get_provider",
     "validate_json",
 ]
@@ -405,6 +410,29 @@ class OpenAICompatibleProvider:
         schema_name: str,
         timeout: float | None = None,
     ) -> dict[str, Any]:
+        tokens = TokenUsage()
+        started = time.monotonic()
+        outcome = "ok"
+        try:
+            return self._complete(system=system, user=user, schema=schema,
+                                  schema_name=schema_name, timeout=timeout, tokens=tokens)
+        except ProviderError as error:
+            outcome = error.kind
+            raise
+        finally:
+            _meter(purpose=schema_name, outcome=outcome, tokens=tokens,
+                   seconds=time.monotonic() - started)
+
+    def _complete(
+        self,
+        *,
+        system: str,
+        user: str,
+        schema: dict[str, Any],
+        schema_name: str,
+        timeout: float | None,
+        tokens: TokenUsage,
+    ) -> dict[str, Any]:
         body = self.request_body(system=system, user=user, schema=schema, schema_name=schema_name)
         per_attempt = self.timeout if timeout is None else float(timeout)
         attempts_allowed = self.max_retries + 1
@@ -413,10 +441,11 @@ class OpenAICompatibleProvider:
             timeout=httpx.Timeout(per_attempt), transport=self._transport, follow_redirects=False
         ) as client:
             for attempt in range(1, attempts_allowed + 1):
+                tokens.attempts = attempt
                 if last is not None:
                     self._sleep(self._delay(attempt - 1, last))
                 try:
-                    return self._attempt(client, body, schema)
+                    return self._attempt(client, body, schema, tokens)
                 except ProviderError as error:
                     error.attempts = attempt
                     if not error.retryable:
@@ -432,7 +461,8 @@ class OpenAICompatibleProvider:
         return base + random.uniform(0, base * 0.1) if base > 0 else 0.0
 
     def _attempt(
-        self, client: httpx.Client, body: dict[str, Any], schema: dict[str, Any]
+        self, client: httpx.Client, body: dict[str, Any], schema: dict[str, Any],
+        tokens: TokenUsage | None = None,
     ) -> dict[str, Any]:
         try:
             response = client.post(self.endpoint, json=body, headers=self._headers())
@@ -458,9 +488,10 @@ class OpenAICompatibleProvider:
                 "http_error", f"provider answered HTTP {status}{_error_detail(response)}",
                 status_code=status, retryable=False,
             )
-        return self._parse(response, schema)
+        return self._parse(response, schema, tokens)
 
-    def _parse(self, response: httpx.Response, schema: dict[str, Any]) -> dict[str, Any]:
+    def _parse(self, response: httpx.Response, schema: dict[str, Any],
+               tokens: TokenUsage | None = None) -> dict[str, Any]:
         def invalid(message: str) -> ProviderError:
             return ProviderError("invalid_response", message, retryable=True)
 
@@ -468,6 +499,8 @@ class OpenAICompatibleProvider:
             payload = response.json()
         except ValueError as exc:
             raise invalid("response body is not JSON") from exc
+        if tokens is not None and isinstance(payload, dict):
+            tokens.add(payload.get("usage"))  # billed even when the content is unusable
         try:
             message = payload["choices"][0]["message"]
         except (KeyError, IndexError, TypeError) as exc:
@@ -494,6 +527,44 @@ class OpenAICompatibleProvider:
         except SchemaValidationError as exc:
             raise invalid(f"message content violates the schema at {exc}") from exc
         return value
+
+
+class TokenUsage:
+    """Tokens one logical call consumed over all its attempts, as the provider reported
+    them in ``usage`` (OpenAI wire format); ``reported`` is false when it never did."""
+
+    def __init__(self) -> None:
+        self.prompt = 0
+        self.completion = 0
+        self.reported = False
+        self.attempts = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+    def add(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and not isinstance(prompt, bool) and prompt >= 0:
+            self.prompt += prompt
+            self.reported = True
+        if isinstance(completion, int) and not isinstance(completion, bool) and completion >= 0:
+            self.completion += completion
+            self.reported = True
+
+
+def _meter(*, purpose: str, outcome: str, tokens: TokenUsage, seconds: float) -> None:
+    """Bill one call; metering never changes the outcome of the call it meters."""
+    try:
+        from memhouse.usage import record_model_call
+
+        record_model_call(purpose=purpose, outcome=outcome, attempts=tokens.attempts,
+                          prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,
+                          tokens_reported=tokens.reported, seconds=seconds)
+    except Exception:  # pragma: no cover - the ledger write logs its own failures
+        logging.getLogger(__name__).exception("model call metering failed")
 
 
 def _error_detail(response: httpx.Response) -> str:

@@ -71,3 +71,37 @@ class ConsoleSessionScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
         return {"type": "apiKey", "in": "cookie", "name": "sessionid"}
+
+
+def postprocess_examples(result: dict[str, Any], generator: Any, request: Any,
+                         public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: each operation gets its request and response
+    examples from memhouse.schema_examples, its real success status (201/202 where the
+    view answers so) and an example of the error shape under every error response."""
+    from memhouse.schema_examples import ERRORS, EXAMPLES
+
+    for methods in result.get("paths", {}).values():
+        for operation in methods.values():
+            if not isinstance(operation, dict) or "operationId" not in operation:
+                continue
+            example = EXAMPLES.get(operation["operationId"])
+            responses = operation.setdefault("responses", {})
+            for code, body in ERRORS.items():
+                content = responses.get(code, {}).get("content", {}).get("application/json")
+                if content is not None:
+                    content["examples"] = {code: {"value": body}}
+            if example is None:
+                continue
+            request_body = operation.get("requestBody", {}).get("content", {})
+            if "request" in example and "application/json" in request_body:
+                request_body["application/json"]["examples"] = {
+                    "example": {"value": example["request"]}}
+            status = str(example["status"])
+            success = next((c for c in list(responses) if c.startswith("2")), None)
+            documented = responses.pop(success) if success is not None else {}
+            content = documented.setdefault("content", {}).setdefault("application/json", {})
+            content.setdefault("schema", {"type": "object"})
+            content["examples"] = {"example": {"value": example["response"]}}
+            responses[status] = documented
+            operation["responses"] = dict(sorted(responses.items()))
+    return result

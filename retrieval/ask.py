@@ -434,6 +434,16 @@ def _assemble(base: list[Evidence], found: list[Evidence], retain: int, ceiling:
 
 def ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
         effort: str | None = None, include_source_recall: bool = False) -> dict[str, Any]:
+    from memhouse.usage import metering
+
+    # The provider bills each planner and answer call (to the API credential if any).
+    with metering(reader.account_id, prefer_request=True):
+        return _ask(reader=reader, scope=scope, query=query, profile=profile, effort=effort,
+                    include_source_recall=include_source_recall)
+
+
+def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
+         effort: str | None, include_source_recall: bool) -> dict[str, Any]:
     started = timezone.now()
     provider = get_provider()
     result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
@@ -488,10 +498,3 @@ def ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
         "retrieval": retrieval,
         "elapsed_ms": round((timezone.now() - started).total_seconds() * 1000, 2),
     }
-
-
-
-def model_calls(body: dict[str, Any]) -> int:
-    """Generation-model calls one ask response made (answer plus planner passes)."""
-    used = ((body.get("recall") or {}).get("used") or {}).get("planner_calls", 0)
-    return int(bool(body.get("model_called"))) + int(used or 0)

@@ -22,7 +22,7 @@ from memhouse.errors import ApplicationError, NotFound
 from retrieval import context as context_mod
 from retrieval import lineage as lineage_mod
 from retrieval.api import refuse_strategy_override
-from retrieval.ask import EFFORTS, ask, model_calls
+from retrieval.ask import EFFORTS, ask
 from retrieval.profiles import resolve_profile
 from retrieval.stable_profile import stable_profile
 
@@ -77,7 +77,6 @@ class AskApi(APIView):
         body = ask(reader=reader, scope=scope, query=v["query"], profile=profile,
                    effort=v.get("effort"), include_source_recall=v["include_source_recall"])
         usage.record(principal_of(request), "ask")
-        usage.record(principal_of(request), "model_call", model_calls(body))
         return Response(body)
 
 

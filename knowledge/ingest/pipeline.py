@@ -140,7 +140,10 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
     extractor = get_extractor()
     if not isinstance(extractor, RuleBasedExtractor):
         _release_connection()
-    claims, extractor_id = _extract(extractor, observed)
+    from memhouse.usage import metering
+
+    with metering(account_id):  # a direct call (not via a task) is billed too
+        claims, extractor_id = _extract(extractor, observed)
     # 3. write
     outcome = Outcome()
     with account_context(account_id):

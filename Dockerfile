@@ -1,0 +1,52 @@
+# syntax=docker/dockerfile:1
+# One image for every MemHouse process: web (gunicorn), worker and beat (compose.yaml).
+# Build: docker build -t memhouse .   Production settings: docs/deploy.md.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/memhouse \
+    PATH=/opt/memhouse/bin:$PATH \
+    DJANGO_SETTINGS_MODULE=memhouse.settings
+
+RUN python -m venv /opt/memhouse
+# The CPU build of torch, from the PyTorch CPU index: PyPI's `torch` is the multi-GB CUDA
+# build. pyproject.toml pins the same version (`==2.13.0` is satisfied by 2.13.0+cpu), so
+# the project install below keeps this one.
+RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
+
+# The project itself, installed (not editable) from a copy of the sources.
+WORKDIR /build
+COPY pyproject.toml README.md ./
+COPY memhouse ./memhouse
+COPY knowledge ./knowledge
+COPY retrieval ./retrieval
+COPY governance ./governance
+COPY console ./console
+RUN pip install . && rm -rf /build
+
+# settings.BASE_DIR is the parent of the installed `memhouse` package: the console's
+# templates, its static sources and the lifecycle doc it renders are looked up there.
+ARG SITE=/opt/memhouse/lib/python3.11/site-packages
+COPY templates ${SITE}/templates
+COPY static ${SITE}/static
+COPY docs/lifecycle.md ${SITE}/docs/lifecycle.md
+
+WORKDIR /app
+COPY manage.py ./
+# collectstatic only reads settings; a placeholder DATABASE_URL keeps the embedded
+# database from starting at build time (nothing connects to it).
+RUN DATABASE_URL=postgresql://build@127.0.0.1/build MEMHOUSE_SECRET_KEY=build \
+    python manage.py collectstatic --noinput --verbosity 0 \
+ && python -c "import gunicorn, memhouse.celery, torch"
+
+# Non-root: the processes own nothing but their home and the beat state directory.
+RUN useradd --system --create-home --home-dir /home/memhouse --uid 10001 memhouse \
+ && mkdir -p /var/lib/memhouse && chown memhouse /var/lib/memhouse
+USER memhouse
+
+EXPOSE 8000
+CMD ["gunicorn", "memhouse.wsgi", "--bind", "0.0.0.0:8000", "--workers", "2", \
+     "--timeout", "60", "--access-logfile", "-"]

@@ -1,0 +1,336 @@
+"""Request and response examples for every API operation, keyed by operationId.
+
+:func:`memhouse.schema.postprocess_examples` injects them into the OpenAPI schema (views
+stay untouched) and sets each operation's real success status. They follow docs/api.md:
+Caroline's support-group message, the /demo scope, the scribe agent. A test validates
+every example against its schema and checks that every operation has one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+K1 = "3f0b6c1e-8a7d-4e2b-9c51-2d8e7f6a1b01"  # a statement
+K2 = "7a4e2d90-1c3b-4f5e-8d6a-9b0c1e2f3a02"
+MSG = "5c9d1e2f-3a4b-4c6d-8e7f-0a1b2c3d4e03"
+DOC = "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b504"
+VER = "1a2b3c4d-5e6f-4a8b-9c0d-e1f2a3b4c505"
+QUESTION = "2b3c4d5e-6f7a-4b9c-8d1e-f2a3b4c5d606"
+VALIDATION = "4d5e6f7a-8b9c-4d1e-9f2a-b3c4d5e6f707"
+SCOPE_ID = "6f7a8b9c-0d1e-4f3a-8b4c-d5e6f7a8b908"
+NOW = "2026-12-01T10:00:00+00:00"
+
+STATEMENT = "Caroline went to a support group."
+
+
+def knowledge(state: str = "active", reason: str = "f4_gate_a_b_accepted",
+              **changes: Any) -> dict[str, Any]:
+    """A statement as the governance endpoints return it (governance.api.knowledge_out)."""
+    item = {
+        "id": K1, "statement": STATEMENT, "subject": "caroline", "scope": "/demo",
+        "held_scope": None, "kind": "event", "level": "peer", "confidence": 0.9,
+        "sensitivity": "internal", "state": state, "state_reason": reason,
+        "verification": "pending", "source_count": 1, "inserted_at": NOW,
+        "updated_at": NOW, "revalidate_after": None, "expires_at": None,
+        "relevant_from": "2023-05-07T00:00:00+00:00",
+        "relevant_until": "2023-05-08T00:00:00+00:00",
+        "lifecycle_doc": f"/docs/lifecycle.md#{state}",
+    }
+    item.update(changes)
+    return item
+
+
+CANDIDATE: dict[str, Any] = {
+    "id": K1, "rank": 1, "statement": STATEMENT, "subject_peer_key": "caroline",
+    "scope": "/demo", "kind": "event", "level": "peer", "state": "active",
+    "confidence": 0.9, "sensitivity": "internal",
+    "relevant_from": "2023-05-07T00:00:00+00:00", "relevant_until": "2023-05-08T00:00:00+00:00",
+    "fusion_score": 0.97,
+    "scores": {"semantic": {"raw": 0.71, "normalized": 1.0, "rank": 1, "contribution": 1.0},
+               "lexical": {"raw": 1.1, "normalized": 1.0, "rank": 1, "contribution": 1.0}},
+}
+
+RETRIEVAL: dict[str, Any] = {
+    "strategies": {"contributed": ["lexical", "semantic"], "empty": ["entity_match"],
+                   "not_applicable": ["temporal"], "dropped": []},
+    "retrieval_outcomes": [{"strategy": "temporal", "outcome": "not_applicable",
+                            "reason_class": "applicability"}],
+    "disagreement": {"pairwise_top_k_overlap": {"lexical|semantic": 0.4},
+                     "mean_overlap": 0.4, "query_dependent_empty": False},
+    "reader_posture": "peer", "profile": "balanced", "profile_version": "balanced-v1",
+    "analyzer_version": "lexical-question-v2", "deadline_ms": 300, "reserved_rerank_ms": 0,
+    "rerank": {"status": "not_requested"}, "elapsed_ms": 41.2,
+    "page": {"limit": 10, "offset": 0, "next_offset": None},
+}
+
+CITATION: dict[str, Any] = {"id": K1, "type": "knowledge", "statement": STATEMENT, "kind": "event",
+            "scope": "/demo", "subject_peer_key": "caroline", "confidence": 0.9,
+            "state": "active"}
+
+VERSION: dict[str, Any] = {"document_id": DOC, "version": 1, "version_id": VER,
+           "sha256": "bbc9820ac308b75a1dc04328dfdbe0c70260de2f2023acd9ec79d20359b2c126",
+           "media_type": "text/plain"}
+
+QUESTION_OUT: dict[str, Any] = {
+    "id": QUESTION, "kind": "confirmation",
+    "text": "Is this right about you? \"Caroline went to a support group.\"",
+    "status": "open", "answers": ["yes", "no"], "deadline": "2026-12-15T10:00:00+00:00",
+    "created_at": NOW, "answer": None, "answered_at": None,
+    "knowledge": {"id": K1, "statement": STATEMENT, "state": "provisional", "scope": "/demo"},
+}
+
+# operationId -> {"status": success code, "request": body (when there is one),
+#                 "response": body, "summary": short name of the example}
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "v1_auth_token_create": {
+        "status": 201,
+        "request": {"username": "caroline", "password": "correct horse battery"},
+        "response": {"token": "mh_t1a2b3c4_9sQe...", "prefix": "t1a2b3c4",
+                     "expires_at": "2026-12-01T11:00:00Z", "peer_key": "caroline"},
+    },
+    "v1_me_retrieve": {
+        "status": 200,
+        "response": {"peer_key": "scribe", "peer_kind": "agent", "via": "api_key",
+                     "scopes": ["/"], "curator": False},
+    },
+    "v1_scopes_retrieve": {
+        "status": 200,
+        "response": {"scopes": [{"id": SCOPE_ID, "path": "/demo", "name": "demo"}]},
+    },
+    "v1_scopes_create": {
+        "status": 201,
+        "request": {"path": "/marketing/social"},
+        "response": {"id": SCOPE_ID, "path": "/marketing/social"},
+    },
+    "v1_peers_retrieve": {
+        "status": 200,
+        "response": {"peers": [{"key": "caroline", "kind": "human",
+                                "display_name": "Caroline"},
+                               {"key": "scribe", "kind": "agent", "display_name": "Scribe"}]},
+    },
+    "v1_peers_create": {
+        "status": 201,
+        "request": {"key": "caroline", "kind": "human", "display_name": "Caroline",
+                    "aliases": ["Caro"]},
+        "response": {"key": "caroline", "kind": "human", "display_name": "Caroline"},
+    },
+    "v1_usage_retrieve": {
+        "status": 200,
+        "response": {"scope": "credential", "since": "2026-12-01T00:00:00Z",
+                     "totals": {"ingest": 2, "search": 12, "ask": 1, "model_call": 2,
+                                "model_tokens": 1840}},
+    },
+    "v1_messages_create": {
+        "status": 202,
+        "request": {"scope": "/demo", "session": "chat-42", "messages": [
+            {"id": "chat-42:1", "peer_key": "caroline", "occurred_at": "2023-05-08T13:56:00Z",
+             "text": "I went to a support group yesterday and it was so powerful."}]},
+        "response": {"messages": [{"id": MSG, "client_message_id": "chat-42:1",
+                                   "status": "created"}]},
+    },
+    "v1_documents_create": {
+        "status": 201,
+        "request": {"scope": "/demo", "title": "Handbook", "text": "Our office is in Lisbon.",
+                    "media_type": "text/plain", "external_id": "handbook"},
+        "response": VERSION,
+    },
+    "v1_documents_versions_create": {
+        "status": 201,
+        "request": {"text": "Our office is in Porto."},
+        "response": {**VERSION, "version": 2,
+                     "sha256": "0d5b1c7e3f9a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c"},
+    },
+    "v1_documents_retrieve": {
+        "status": 200,
+        "response": {"id": DOC, "title": "Handbook", "scope": "/demo", "versions": [VERSION]},
+    },
+    "v1_documents_destroy": {
+        "status": 200,
+        "response": {"id": DOC, "deleted": True, "retracted_knowledge": 1},
+    },
+    "v1_search_create": {
+        "status": 200,
+        "request": {"query": "Where did Caroline go?", "scope": "/demo",
+                    "peer_key": "caroline", "profile": "balanced", "limit": 10},
+        "response": {"candidates": [CANDIDATE], **RETRIEVAL},
+    },
+    "v1_ask_create": {
+        "status": 200,
+        "request": {"query": "Where did Caroline go?", "scope": "/demo",
+                    "peer_key": "caroline", "effort": "low"},
+        "response": {
+            "answer": "Caroline went to a support group.", "answer_confidence": 82,
+            "abstained": False, "abstention_reason": None, "answer_degraded": None,
+            "citations": [CITATION], "supporting_statements": [STATEMENT],
+            "model_called": True, "profile": "thorough", "profile_version": "thorough-v1",
+            "reader_posture": "peer", "effort": "low", "candidates": [CANDIDATE],
+            "recall_evidence": [{"rank": 1, "id": K1, "type": "knowledge", "origin": "base",
+                                 "base_rank": 1, "tokens": 9}],
+            "recall": {"effort": "low", "profile": "thorough", "include_source_recall": False,
+                       "answer_cap": 12, "planner": "model", "planner_degraded": None,
+                       "tools": ["knowledge_search", "stable_profile", "lineage"],
+                       "tool_profile": "thorough", "retained_head": 1,
+                       "budgets": {"planner_calls": 1, "tool_calls": 2, "query_tokens": 32,
+                                   "evidence_tokens": 1500},
+                       "used": {"planner_calls": 1, "tool_calls": 1, "evidence_tokens": 9},
+                       "exhausted": [], "tool_calls": [
+                           {"tool": "knowledge_search", "query_tokens": 4, "returned": 1,
+                            "new": 0, "profile": "thorough"}],
+                       "new_evidence": 0},
+            "retrieval": {**RETRIEVAL, "profile": "thorough", "profile_version": "thorough-v1"},
+            "elapsed_ms": 912.4,
+        },
+    },
+    "v1_context_create": {
+        "status": 200,
+        "request": {"scope": "/demo", "peer_key": "caroline", "session": "chat-42",
+                    "query": "support group", "budget_chars": 4000},
+        "response": {
+            "scope": "/demo", "reader_posture": "peer", "budget_chars": 4000,
+            "used_chars": 52, "truncated": False, "omitted_statements": 0,
+            "context": "## Knowledge\n- Caroline went to a support group.\n",
+            "knowledge": [{"id": K1, "statement": STATEMENT, "kind": "event",
+                           "level": "peer", "sensitivity": "internal", "state": "active",
+                           "confidence": 0.9, "subject_peer_key": "caroline",
+                           "scope": "/demo", "relevant_from": "2023-05-07T00:00:00+00:00",
+                           "relevant_until": "2023-05-08T00:00:00+00:00",
+                           "inserted_at": NOW}],
+            "session_summary": None,
+            "peer_profile": {"peer_key": "caroline", "available": False, "entries": []},
+            "scope_cards": [{"scope": "/demo", "available": False, "entries": []},
+                            {"scope": "/", "available": False, "entries": []}],
+            "projection_cache_hit": False, "fast_fallback": True,
+            "projections": {"required": 3, "reused": 0, "missing": 3, "dirty": 0,
+                            "stale": 0, "local_cache_hits": 0, "loaded_from_database": 0},
+            "retrieval": {**RETRIEVAL, "profile": "fast", "profile_version": "fast-v1",
+                          "deadline_ms": 100},
+        },
+    },
+    "v1_lineage_create": {
+        "status": 200,
+        "request": {"knowledge_id": K1, "peer_key": "caroline", "depth": 2, "fan_out": 8,
+                    "max_nodes": 50},
+        "response": {
+            "root": "n0",
+            "nodes": [{"node": "n0", "ref": "knowledge", "id": K1, "statement": STATEMENT,
+                       "kind": "event", "state": "active", "level": "peer", "scope": "/demo",
+                       "subject_peer_key": "caroline", "operation": "extraction",
+                       "depth": 0}],
+            "edges": [],
+            "truncated": {"depth": False, "fan_out": False, "max_nodes": False},
+            "limits": {"depth": 2, "fan_out": 8, "max_nodes": 50}, "reader_posture": "peer",
+        },
+    },
+    "v1_stable_profile_create": {
+        "status": 200,
+        "request": {"peer_key": "caroline", "scope": "/demo"},
+        "response": {
+            "peer_key": "caroline", "scope": "/demo",
+            "entries": [{"knowledge_id": K2, "statement": "Caroline is a counsellor.",
+                         "kind": "fact", "scope": "/demo", "confidence": 0.9,
+                         "relevant_from": None, "relevant_until": None,
+                         "source_ids": [MSG], "contradicts": []}],
+            "conflicts": [], "rebuilt_at": "2026-12-01T10:00:00Z",
+            "allowlist": {"kinds": ["fact", "relation", "skill"],
+                          "sensitivities": ["public", "internal"], "direct_only": True,
+                          "source_backed": True},
+        },
+    },
+    "v1_curator_queue_retrieve": {
+        "status": 200,
+        "response": {"items": [{
+            **knowledge("held", "f4_scope_hold", subject=None, level="scope",
+                        statement="The demo team meets on Mondays.", kind="fact",
+                        relevant_from=None, relevant_until=None, held_scope="/demo"),
+            "validations": [{"id": VALIDATION, "kind": "review", "status": "open",
+                             "reason": "f4_scope_hold", "target_level": None,
+                             "target_scope": None, "due_at": "2026-12-08T10:00:00+00:00",
+                             "created_at": NOW, "note": ""}]}],
+            "next_cursor": None},
+    },
+    "v1_curator_knowledge_approve_create": {
+        "status": 200,
+        "request": {"note": "checked with the team calendar"},
+        "response": {"knowledge": knowledge("active", "f4_curator_approved", subject=None,
+                                            level="scope", relevant_from=None,
+                                            relevant_until=None,
+                                            statement="The demo team meets on Mondays.")},
+    },
+    "v1_curator_knowledge_reject_create": {
+        "status": 200,
+        "request": {"note": "not a team decision"},
+        "response": {"knowledge": knowledge("rejected", "f4_curator_rejected", subject=None,
+                                            level="scope", relevant_from=None,
+                                            relevant_until=None,
+                                            statement="The demo team meets on Mondays.")},
+    },
+    "v1_curator_knowledge_resolve_create": {
+        "status": 200,
+        "request": {"outcome": "for", "note": "the subject is right"},
+        "response": {"knowledge": knowledge("retracted", "f4_dispute_upheld",
+                                            verification="subject_disputed")},
+    },
+    "v1_curator_knowledge_promote_create": {
+        "status": 202,
+        "request": {"level": "scope", "scope": "/demo"},
+        "response": {"knowledge": knowledge()},
+    },
+    "v1_me_knowledge_retrieve": {
+        "status": 200,
+        "response": {"items": [knowledge()],
+                     "next_cursor": "MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwzZjBiNmMxZQ"},
+    },
+    "v1_me_knowledge_confirm_create": {
+        "status": 200,
+        "response": {"knowledge": knowledge("active", "f4_subject_confirmed",
+                                            verification="subject_confirmed")},
+    },
+    "v1_me_knowledge_contest_create": {
+        "status": 200,
+        "request": {"reason": "it was a book club, not a support group"},
+        "response": {"knowledge": knowledge("contested", "f4_subject_contested",
+                                            verification="subject_disputed")},
+    },
+    "v1_me_knowledge_redact_create": {
+        "status": 200,
+        "request": {"reason": "private"},
+        "response": {"knowledge": knowledge("redacted", "f4_subject_redacted")},
+    },
+    "v1_me_questions_retrieve": {
+        "status": 200,
+        "response": {"items": [QUESTION_OUT], "next_cursor": None},
+    },
+    "v1_questions_answer_create": {
+        "status": 200,
+        "request": {"answer": "yes"},
+        "response": {"question": {**QUESTION_OUT, "status": "answered", "answer": "yes",
+                                  "answered_at": NOW,
+                                  "knowledge": {**QUESTION_OUT["knowledge"],
+                                                "state": "active"}}},
+    },
+    "v1_erasure_create": {
+        "status": 200,
+        "request": {"message_id": MSG},
+        "response": {"erasure": {
+            "id": "8b9c0d1e-2f3a-4b5c-9d6e-7f8a9b0c1d09", "kind": "message",
+            "target_id": MSG,
+            "sha256": "5f2b7c9d1e3a4b6c8d0e2f4a6b8c0d1e3f5a7b9c1d3e5f7a9b1c3d5e7f9a1b3c",
+            "erased_at": NOW, "knowledge_retracted": 1, "knowledge_deleted": 0,
+            "messages_deleted": 1, "versions_deleted": 0}},
+    },
+}
+
+# One example per documented error status, in the one error shape.
+ERRORS: dict[str, dict[str, Any]] = {
+    "400": {"error": {"code": "unknown_peer_key", "message": "no peer with key 'ghost'",
+                      "details": {}}},
+    "401": {"error": {"code": "not_authenticated",
+                      "message": "Authentication credentials were not provided."}},
+    "403": {"error": {"code": "permission_denied",
+                      "message": "You do not have permission to perform this action."}},
+    "404": {"error": {"code": "not_found", "message": "not found"}},
+    "409": {"error": {"code": "client_id_conflict",
+                      "message": "message id 'chat-42:1' was already used for other text"}},
+    "429": {"error": {"code": "rate_limited",
+                      "message": "rate limit exceeded; retry in 12 seconds"}},
+}
