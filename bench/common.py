@@ -48,18 +48,26 @@ def _server_conn(dbname: str = "postgres") -> Any:
                            dbname=dbname, autocommit=True)
 
 
-def bootstrap(name: str, *, keep_db: bool = False) -> str:
-    """Create and migrate `bench_<name>`, set Django up against it. Returns the db name."""
+def bootstrap(name: str, *, keep_db: bool = False, reuse_db: bool = False) -> str:
+    """Create and migrate `bench_<name>`, set Django up against it. Returns the db name.
+    With `reuse_db` an existing `bench_<name>` (from an earlier --keep-db run) is kept as
+    it is, migrated, and never dropped at exit."""
     from psycopg import sql
 
     dbname = f"bench_{re.sub(r'[^a-z0-9_]', '_', name.lower())}"
     os.environ["MEMHOUSE_BENCH_DB"] = dbname
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
     with _server_conn() as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(dbname)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-    log(f"created database {dbname}")
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                              [dbname]).fetchone()
+        if reuse_db and exists:
+            log(f"reusing database {dbname}")
+            keep_db = True
+        else:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(dbname)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+            log(f"created database {dbname}")
     _state["dbname"] = dbname
     if not keep_db:
         atexit.register(drop_database)

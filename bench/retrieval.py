@@ -492,14 +492,29 @@ class Scale:
         with account_context(uuid.uuid4()):
             self.space = space_ensure(self.embedder.identity)
         self.index = index_name(self.space)
+        from django.db.models import Count
+
+        from knowledge.models import Account, Knowledge
+        from memhouse.tenancy import list_account_ids
+
+        existing = {}  # slug -> Account, in a reused database
+        for aid in list_account_ids():
+            with account_context(aid):
+                found = Account.objects.filter(id=aid).first()
+            if found is not None:
+                existing[found.slug] = found
         self.accounts: list[tuple[Any, Any]] = []
+        self.have: dict[Any, int] = {}
         for i in range(10):
-            acct = services.account_create(name=f"Scale {i}", slug=f"scale-{i}")
+            acct = existing.get(f"scale-{i}")
+            if acct is None:
+                acct = services.account_create(name=f"Scale {i}", slug=f"scale-{i}")
             with account_context(acct.id):
                 scope = services.scope_ensure(account_id=acct.id, path="/synthetic")
+                have = Knowledge.objects.filter(scope=scope).aggregate(n=Count("id"))["n"]
             self.accounts.append((acct.id, scope.id))
+            self.have[acct.id] = int(have)
         self.target = self.accounts[0]
-        self.have = {a: 0 for a, _ in self.accounts}
         self.protos = [_prototype(self.rng) for _ in range(self.n_clusters)]
         t = time.monotonic()
         texts = [_sentence(self.rng, p) for p in self.protos]
@@ -586,6 +601,12 @@ class Scale:
         other = round(size * self.others_share / 9)
         want = {a: (size if a == self.target[0] else other) for a, _ in self.accounts}
         add = sum(max(0, want[a] - self.have[a]) for a in want)
+        if add == 0 and all(self.have[a] == want[a] for a in want):
+            log(f"scale {size}: reusing the loaded rows and their HNSW index")
+            return {"rows_added": 0, "reused_database": True,
+                    "target_account_rows": want[self.target[0]],
+                    "other_account_rows_each": other,
+                    "total_rows_all_accounts": sum(self.have.values())}
         t = time.monotonic()
         with connection.cursor() as cur:
             cur.execute(f"DROP INDEX IF EXISTS {self.index}")
@@ -886,6 +907,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not run retrieval.entities.rebuild_entities after loading")
     ap.add_argument("--batch-size", type=int, default=100)
     ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--reuse-db", action="store_true",
+                    help="measure an existing bench_<db-name> from a --keep-db run as it is "
+                         "(scale: rows already loaded to a size are not reloaded)")
     ap.add_argument("--db-name", default="retrieval")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--replot", metavar="JSON", default=None,
@@ -900,7 +924,7 @@ def main(argv: list[str] | None = None) -> int:
         print(plot(json.loads(Path(args.replot).read_text()), args.plot or "retrieval.png"))
         return 0
 
-    dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
+    dbname = common.bootstrap(args.db_name, keep_db=args.keep_db, reuse_db=args.reuse_db)
     import logging
 
     logging.getLogger("celery").setLevel(logging.WARNING)

@@ -39,6 +39,9 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("memhouse", appauthor=False))
 
 
+LEAKPROOF_FTS = "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
+
+
 def _connect_superuser(db: EmbeddedDatabase, dbname: str):  # type: ignore[no-untyped-def]
     import psycopg
 
@@ -71,6 +74,12 @@ def _bootstrap(db: EmbeddedDatabase) -> None:
     for dbname in ("template1", APP_DATABASE):
         with _connect_superuser(db, dbname) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            # Under row-level security PostgreSQL uses an index only for leakproof
+            # operators; `tsvector @@ tsquery` is not marked so, which turns every lexical
+            # search into a scan of the Account. It raises no data-dependent errors, so it
+            # is declared leakproof here (a superuser-only step, per database; template1
+            # carries it into new databases). docs/deploy/init-db.sql does the same.
+            conn.execute(LEAKPROOF_FTS)
             conn.execute(
                 sql.SQL("GRANT ALL ON SCHEMA public TO {}").format(sql.Identifier(APP_ROLE))
             )

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval.lexical import apply_proximity_bonus
+from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS, apply_proximity_bonus
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_count, visible_ids_sql
 
 NAME = "lexical"
 PROXIMITY_HEAD = 20
+# Candidate rows per term (and for all terms together) before ranking; see _rank_any.
+POOL = 2000
 
 
 def _tsquery_sql(ctx: StrategyContext) -> str:
@@ -35,8 +37,7 @@ def authorization_filtered(ctx: StrategyContext) -> bool:
     return bool(rows and rows[0][0])
 
 
-def _rank_any(ctx: StrategyContext, operands: list[str], visible_sql: str,
-              visible_params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+def _rank_any(ctx: StrategyContext, operands: list[str]) -> list[tuple[Any, ...]]:
     """Any-term matches ranked by idf-weighted coverage, then cover density.
 
     Coverage weighs each term by ``ln(1 + N / df)`` (N visible statements in these
@@ -44,7 +45,29 @@ def _rank_any(ctx: StrategyContext, operands: list[str], visible_sql: str,
     terms that occur at all: a speaker's name found in most of a conversation's
     statements counts for little next to the rare word the question is about. Stop
     words (empty tsquery) and absent terms have df 0 and weigh nothing.
+
+    The candidates are bounded so a common term cannot turn one search into a scan of
+    the Account: the statements holding every term, plus, per term, its visible
+    statements, each list cut at POOL rows. Below POOL matches per term (any
+    conversation-sized scope) this is every match and df is exact; above it, df counts
+    the rows pooled, a lower bound, so a very common term's small weight is overstated
+    a little, never a rare term's.
     """
+    # Stop words match nothing (empty tsquery): no pool, and they weigh nothing anyway.
+    operands = [t for t in operands if t.lower() not in POSTGRES_ENGLISH_STOPWORDS]
+    if not operands:
+        return []
+    # A LIMIT tempts the planner into a sequential scan that "will find POOL rows soon",
+    # which for a rare or absent term reads the whole Account; the GIN index answers
+    # either case at once. SET LOCAL ends with this strategy's own transaction.
+    fetch("SET LOCAL enable_seqscan = off", [])
+    match = "search_vector @@ to_tsquery('english', %s)"
+    pools = [visible_ids_sql(ctx, where=match, where_params=[" & ".join(operands)],
+                             limit=POOL)]
+    pools += [visible_ids_sql(ctx, where=match, where_params=[t], limit=POOL)
+              for t in operands]
+    pool_sql = " UNION ".join(f"({sql})" for sql, _ in pools)
+    pool_params = [p for _, params in pools for p in params]
     hits = ", ".join(f"(k.search_vector @@ to_tsquery('english', %s))::int AS h{i}"
                      for i in range(len(operands)))
     dfs = ", ".join(f"sum(m.h{i})::float AS d{i}" for i in range(len(operands)))
@@ -52,15 +75,14 @@ def _rank_any(ctx: StrategyContext, operands: list[str], visible_sql: str,
            for i in range(len(operands))]
     weighted = " + ".join(f"m.h{i} * {w}" for i, w in enumerate(idf))
     total = " + ".join(idf)
-    sql = (f"WITH m AS MATERIALIZED (SELECT k.id, k.statement, "
+    sql = (f"WITH pool AS ({pool_sql}), "
+           f"m AS MATERIALIZED (SELECT k.id, k.statement, "
            f"ts_rank_cd(k.search_vector, to_tsquery('english', %s), 1) AS cd, {hits} "
-           f"FROM memhouse_knowledge k WHERE k.id IN ({visible_sql}) "
-           f"AND k.search_vector @@ to_tsquery('english', %s)), "
+           f"FROM memhouse_knowledge k WHERE k.id IN (SELECT id FROM pool)), "
            f"d AS (SELECT greatest(%s::float, count(*)) AS n, {dfs} FROM m) "
            f"SELECT m.id::text, ({weighted}) / greatest(1e-9, {total}) + m.cd AS score, "
            f"m.statement FROM m, d ORDER BY score DESC, m.id LIMIT %s")
-    tsq = ctx.lexical.tsquery
-    params = [tsq, *operands, *visible_params, tsq, visible_count(ctx), ctx.limit]
+    params = [*pool_params, ctx.lexical.tsquery, *operands, visible_count(ctx), ctx.limit]
     return fetch(sql, params)
 
 
@@ -70,12 +92,12 @@ def run(ctx: StrategyContext) -> StrategyResult:
     if lex.is_empty:
         result.applicable, result.reason = False, "applicability"
         return result
-    visible_sql, visible_params = visible_ids_sql(ctx)
     q = _tsquery_sql(ctx)
     operands = [t for t in lex.tsquery.split(" | ") if t] if lex.mode == "any" else []
     if operands:
-        rows = _rank_any(ctx, operands, visible_sql, visible_params)
+        rows = _rank_any(ctx, operands)
     else:
+        visible_sql, visible_params = visible_ids_sql(ctx)
         sql = (f"SELECT k.id::text, 1.0 + ts_rank_cd(k.search_vector, {q}, 1) AS score, "
                f"k.statement FROM memhouse_knowledge k WHERE k.id IN ({visible_sql}) "
                f"AND k.search_vector @@ {q} ORDER BY score DESC, k.id LIMIT %s")

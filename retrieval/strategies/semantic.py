@@ -8,6 +8,7 @@ the index until `limit` visible rows are found.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from django.db import connection
 
@@ -20,7 +21,7 @@ DERIVED_EXTRACTORS = ("deduction", "consolidation")
 
 def _search(ctx: StrategyContext, limit: int, lane: str | None) -> list[tuple[str, float]]:
     dims = len(ctx.query_vector or ())
-    filters = {}
+    filters: dict[str, Any] = {}
     if lane == "derived":
         filters = {"extractor__in": DERIVED_EXTRACTORS}
     visible_sql, visible_params = visible_ids_sql(ctx, **filters)

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 
 from knowledge.selectors import visible_knowledge
 from retrieval.strategies.base import StrategyContext
 
 
-def visible_ids_sql(ctx: StrategyContext, **filters: Any) -> tuple[str, tuple[Any, ...]]:
-    """`SELECT id FROM knowledge WHERE <every visibility filter>` as SQL + params."""
+def visible_ids_sql(ctx: StrategyContext, *, where: str | None = None,
+                    where_params: Sequence[Any] = (), limit: int | None = None,
+                    **filters: Any) -> tuple[str, tuple[Any, ...]]:
+    """`SELECT id FROM knowledge WHERE <every visibility filter> [AND where] [LIMIT]` as
+    SQL + params. `where` is raw SQL on the same row (columns of memhouse_knowledge)."""
     qs = visible_knowledge(reader=ctx.reader, scope_ids=ctx.scope_ids, at=ctx.now)
     if filters:
         qs = qs.filter(**filters)
+    if where:
+        qs = qs.filter(RawSQL(where, list(where_params), output_field=BooleanField()))
+    if limit is not None:
+        qs = qs[:limit]
     sql, params = qs.values("id").query.sql_with_params()
     return sql, tuple(params)
 
@@ -25,7 +35,7 @@ def visible_ids_sql(ctx: StrategyContext, **filters: Any) -> tuple[str, tuple[An
 def fetch(sql: str, params: tuple[Any, ...] | list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, params)
-        return list(cur.fetchall())
+        return list(cur.fetchall()) if cur.description else []
 
 
 # N (visible statements in the read's scopes) changes slowly but costs a scan of every

@@ -118,3 +118,25 @@ def test_account_setting_ends_with_its_transaction(committed_world):
         assert not m.Peer.objects.exists()
     # Autocommit statements outside any block see nothing either.
     assert m.Knowledge.objects.count() == 0 and m.Account.objects.count() == 0
+
+
+def test_full_text_search_uses_its_index_under_row_level_security(world):
+    """RLS lets the planner use an index only for leakproof operators; the bootstrap marks
+    `tsvector @@ tsquery` so, or every lexical search would scan the whole Account."""
+    KnowledgeFactory(world=world)
+    with connection.cursor() as cur:
+        cur.execute("SELECT proleakproof FROM pg_proc WHERE oid = "
+                    "'pg_catalog.ts_match_vq(tsvector, tsquery)'::regprocedure")
+        assert cur.fetchone()[0] is True
+        # Leave the planner no other index to prefer on a tiny table (the test's
+        # transaction rolls the DROPs back) and no sequential scan.
+        cur.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'memhouse_knowledge' "
+                    "AND indexname NOT IN ('knowledge_search_vector_gin', "
+                    "'memhouse_knowledge_pkey')")
+        for (name,) in cur.fetchall():
+            cur.execute(f'DROP INDEX "{name}"')
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute("EXPLAIN SELECT id FROM memhouse_knowledge "
+                    "WHERE search_vector @@ to_tsquery('english', 'oboe')")
+        plan = "\n".join(r[0] for r in cur.fetchall())
+    assert "knowledge_search_vector_gin" in plan

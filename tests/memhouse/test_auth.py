@@ -116,7 +116,27 @@ def test_health_probes(live_server, db):
     r = httpx.get(f"{live_server.url}/readyz")
     assert r.status_code == 200
     assert r.json()["checks"] == {"database": "ok", "migrations": "ok", "broker": "not_used",
-                                  "embedder": "ok"}
+                                  "embedder": "ok", "lexical_index": "ok"}
+
+
+def test_readiness_reports_an_unusable_lexical_index_as_degraded(live_server, db):
+    """Without the superuser's LEAKPROOF step the service still works (slowly): ready, with
+    the check saying why lexical search scans."""
+    from django.db import connection
+
+    from memhouse.embedded_db import LEAKPROOF_FTS, _connect_superuser, ensure_embedded
+
+    embedded = ensure_embedded()
+    name = connection.settings_dict["NAME"]
+    with _connect_superuser(embedded, name) as su:
+        su.execute(LEAKPROOF_FTS.replace("LEAKPROOF", "NOT LEAKPROOF"))
+    try:
+        r = httpx.get(f"{live_server.url}/readyz")
+        assert r.status_code == 200 and r.json()["checks"]["lexical_index"] == "degraded"
+    finally:
+        with _connect_superuser(embedded, name) as su:
+            su.execute(LEAKPROOF_FTS)
+    assert httpx.get(f"{live_server.url}/readyz").json()["checks"]["lexical_index"] == "ok"
 
 
 def test_readiness_fails_when_the_broker_is_down(live_server, db, settings):
