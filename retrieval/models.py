@@ -118,7 +118,11 @@ class EntityMention(models.Model):
                 condition=models.Q(confidence__gte=0) & models.Q(confidence__lte=1),
                 name="entity_mention_confidence_range"),
         ]
-        indexes = [models.Index(fields=["account", "knowledge"])]
+        indexes = [
+            models.Index(fields=["account", "knowledge"]),
+            # entity_match reads each entity's strongest mentions first, up to its pool.
+            models.Index(fields=["entity", "-confidence"], name="entity_mention_strongest"),
+        ]
 
 
 class Projection(models.Model):

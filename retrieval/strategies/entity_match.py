@@ -7,7 +7,8 @@ scope_ids=ctx.scope_ids, at=ctx.now)``. A statement scores the sum, over the mat
 entities it mentions, of its strongest mention confidence times the entity's idf
 ``ln(1 + N / df)``, where N is the number of visible statements in those scopes and df
 the number of them mentioning the entity: rarer names count more. Entities mentioned by
-more than ``max(5, 30% of N)`` visible statements are corpus-wide and ignored.
+more than ``max(5, 30% of N)`` visible statements are corpus-wide and ignored. Each entity
+contributes at most its POOL strongest visible mentions (see POOL).
 
 Entity rows never leave retrieval: only knowledge ids and scores are returned. Document
 frequencies count visible statements only, so a score reveals nothing about hidden ones.
@@ -31,6 +32,11 @@ NAME = "entity_match"
 # statements says nothing about which statement is meant.
 CORPUS_WIDE_MIN = 5
 CORPUS_WIDE_SHARE = 0.3
+# Mentions per entity (strongest first) that enter ranking, so one name found in a
+# hundred thousand statements cannot turn a search into a scan of them. Below it (any
+# conversation-sized scope) df is exact; above it df counts the pooled mentions, a lower
+# bound, and such an entity only ranks its strongest POOL mentions.
+POOL = 1000
 
 
 def _visible_sql(ctx: StrategyContext) -> tuple[str, tuple[Any, ...]]:
@@ -58,14 +64,20 @@ _CTES = """
 WITH vis AS NOT MATERIALIZED ({visible}),
 n AS (SELECT %s::float AS n),
 km AS (
-    SELECT em.knowledge_id, e.canonical, max(em.confidence) AS conf
-    FROM memhouse_entity_mention em
-    JOIN memhouse_entity e ON e.id = em.entity_id
-    WHERE e.account_id = %s AND em.account_id = %s
+    SELECT p.knowledge_id, p.canonical, max(p.conf) AS conf
+    FROM memhouse_entity e
+    CROSS JOIN LATERAL (
+        SELECT em.knowledge_id, e.canonical, em.confidence AS conf
+        FROM memhouse_entity_mention em
+        WHERE em.entity_id = e.id AND em.account_id = %s
+          AND em.knowledge_id IN (SELECT id FROM vis)
+        ORDER BY em.confidence DESC
+        LIMIT {pool}
+    ) p
+    WHERE e.account_id = %s
       AND e.scope_id = ANY(%s::uuid[])
       AND e.canonical IN ({keys})
-      AND em.knowledge_id IN (SELECT id FROM vis)
-    GROUP BY em.knowledge_id, e.canonical
+    GROUP BY p.knowledge_id, p.canonical
 ),
 ok AS (
     SELECT km.canonical, count(*)::float AS df
@@ -80,7 +92,7 @@ def _ctes(ctx: StrategyContext, keys_sql: str, keys_params: Sequence[Any]
           ) -> tuple[str, list[Any]]:
     visible, vparams = _visible_sql(ctx)
     account = str(ctx.reader.account_id)
-    sql = _CTES.format(visible=visible, keys=keys_sql)
+    sql = _CTES.format(visible=visible, keys=keys_sql, pool=int(POOL))
     params = [*vparams, visible_count(ctx), account, account,
               [str(s) for s in ctx.scope_ids], *keys_params,
               CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE]

@@ -17,7 +17,7 @@ from retrieval.strategies.sql import fetch, visible_count, visible_ids_sql
 NAME = "lexical"
 PROXIMITY_HEAD = 20
 # Candidate rows per term (and for all terms together) before ranking; see _rank_any.
-POOL = 2000
+POOL = 1000
 
 
 def _tsquery_sql(ctx: StrategyContext) -> str:
@@ -47,11 +47,11 @@ def _rank_any(ctx: StrategyContext, operands: list[str]) -> list[tuple[Any, ...]
     words (empty tsquery) and absent terms have df 0 and weigh nothing.
 
     The candidates are bounded so a common term cannot turn one search into a scan of
-    the Account: the statements holding every term, plus, per term, its visible
-    statements, each list cut at POOL rows. Below POOL matches per term (any
-    conversation-sized scope) this is every match and df is exact; above it, df counts
-    the rows pooled, a lower bound, so a very common term's small weight is overstated
-    a little, never a rare term's.
+    the Account: the statements holding every term and, unless those already fill the
+    list, per term its visible statements, each list cut at POOL rows. Below POOL
+    matches per term (any conversation-sized scope) this is every match and df is
+    exact; above it, df counts the rows pooled, a lower bound, so a very common term's
+    small weight is overstated a little, never a rare term's.
     """
     # Stop words match nothing (empty tsquery): no pool, and they weigh nothing anyway.
     operands = [t for t in operands if t.lower() not in POSTGRES_ENGLISH_STOPWORDS]
@@ -62,12 +62,18 @@ def _rank_any(ctx: StrategyContext, operands: list[str]) -> list[tuple[Any, ...]
     # either case at once. SET LOCAL ends with this strategy's own transaction.
     fetch("SET LOCAL enable_seqscan = off", [])
     match = "search_vector @@ to_tsquery('english', %s)"
-    pools = [visible_ids_sql(ctx, where=match, where_params=[" & ".join(operands)],
-                             limit=POOL)]
-    pools += [visible_ids_sql(ctx, where=match, where_params=[t], limit=POOL)
-              for t in operands]
-    pool_sql = " UNION ".join(f"({sql})" for sql, _ in pools)
-    pool_params = [p for _, params in pools for p in params]
+    every_sql, every_params = visible_ids_sql(ctx, where=match,
+                                              where_params=[" & ".join(operands)],
+                                              limit=POOL)
+    every = [str(r[0]) for r in fetch(every_sql, every_params)]
+    # Enough statements hold every term to fill the list: full coverage ranks them above
+    # any partial match, so the per-term pools would only cost time.
+    pool_sql, pool_params = "SELECT unnest(%s::uuid[]) AS id", [every]
+    if len(every) < ctx.limit:
+        pools = [visible_ids_sql(ctx, where=match, where_params=[t], limit=POOL)
+                 for t in operands]
+        pool_sql += "".join(f" UNION ({sql})" for sql, _ in pools)
+        pool_params += [p for _, params in pools for p in params]
     hits = ", ".join(f"(k.search_vector @@ to_tsquery('english', %s))::int AS h{i}"
                      for i in range(len(operands)))
     dfs = ", ".join(f"sum(m.h{i})::float AS d{i}" for i in range(len(operands)))

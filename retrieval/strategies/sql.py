@@ -39,16 +39,20 @@ def fetch(sql: str, params: tuple[Any, ...] | list[Any]) -> list[tuple[Any, ...]
 
 
 # N (visible statements in the read's scopes) changes slowly but costs a scan of every
-# visible row; it is cached briefly per reader and scope set. It counts this reader's
-# visible rows only, so idf-weighted scores reveal nothing about hidden ones.
+# visible row; it is cached briefly per reader and scope set, and counted only up to
+# COUNT_CAP: a search must never wait for (or, cancelled at its deadline, never finish)
+# a count of a million rows. Above the cap N is a lower bound, which still orders terms
+# by rarity. It counts this reader's visible rows only, so idf-weighted scores reveal
+# nothing about hidden ones.
+COUNT_CAP = 20000
 _N_CACHE: dict[tuple[Any, ...], tuple[float, float]] = {}
 _N_CACHE_LOCK = threading.Lock()
 _N_CACHE_MAX = 4096
 
 
 def visible_count(ctx: StrategyContext) -> float:
-    """How many statements this reader sees in ctx.scope_ids (idf's N), cached for
-    MEMHOUSE_ENTITY_STATS_TTL seconds."""
+    """How many statements this reader sees in ctx.scope_ids (idf's N), at most
+    COUNT_CAP, cached for MEMHOUSE_ENTITY_STATS_TTL seconds."""
     ttl = float(getattr(settings, "MEMHOUSE_ENTITY_STATS_TTL", 60))
     key = (ctx.reader.account_id, ctx.reader.posture, ctx.reader.peer_id,
            tuple(sorted(str(s) for s in ctx.scope_ids)))
@@ -57,7 +61,7 @@ def visible_count(ctx: StrategyContext) -> float:
         hit = _N_CACHE.get(key)
     if hit is not None and hit[0] > now:
         return hit[1]
-    visible, vparams = visible_ids_sql(ctx)
+    visible, vparams = visible_ids_sql(ctx, limit=COUNT_CAP)
     n = float(fetch(f"SELECT count(*) FROM ({visible}) v", vparams)[0][0])
     if ttl > 0:
         with _N_CACHE_LOCK:

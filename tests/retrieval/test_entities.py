@@ -351,6 +351,18 @@ def test_rarer_entities_count_more_and_order_is_score_then_id(world):
 
 
 @pytest.mark.django_db
+def test_each_entity_ranks_at_most_its_pool_of_strongest_mentions(world, monkeypatch):
+    common = [_active(world, f"We shipped Zephyr build {n}.", subject=None) for n in range(4)]
+    rare = _active(world, "We shipped Quill today.", subject=None)
+    index_knowledge(world.account.id, [k.id for k in [*common, rare]])
+    reader = _reader(world, world.member)
+    assert len(entity_match.run(_ctx(world, reader, "Zephyr and Quill?")).candidates) == 5
+    monkeypatch.setattr(entity_match, "POOL", 2)
+    bounded = _ids(entity_match.run(_ctx(world, reader, "Zephyr and Quill?")))
+    assert str(rare.id) in bounded and len(bounded & {str(k.id) for k in common}) == 2
+
+
+@pytest.mark.django_db
 def test_corpus_wide_entities_are_ignored_counting_visible_statements(world):
     zephyr = [_active(world, f"We shipped Zephyr build {n}.", subject=None) for n in range(5)]
     hidden = _active(world, "Alice said Zephyr drains her.", sensitivity=PERSONAL)

@@ -340,3 +340,56 @@ def test_lexical_coverage_weighs_rare_terms_above_a_name_found_everywhere(corpus
     ranked = [c["id"] for c in res.candidates]
     assert ranked[0] == oboe
     assert short in ranked and ranked.index(short) > ranked.index(oboe)
+
+
+def _lexical_only(w, query, limit=10):
+    from dataclasses import replace
+
+    from memhouse.principal import internal_reader
+    from retrieval.profiles import BASE_PROFILES
+
+    profile = replace(BASE_PROFILES["balanced"], strategies=("lexical",),
+                      weights={"lexical": 1.0}, deadline_ms=5000)
+    with account_context(w.account.id):
+        res = engine.search(reader=internal_reader(w.account.id), scope=w.scope, query=query,
+                            profile=profile, limit=limit)
+    return [c["id"] for c in res.candidates]
+
+
+def test_lexical_pools_bound_a_common_term_but_keep_full_and_rare_matches(corpus, monkeypatch):
+    """With the per-term pool cut to two rows, the name found in five statements
+    contributes only two of them, yet the statement holding every term and the one
+    holding the rare term are still ranked first."""
+    from retrieval.strategies import lexical
+
+    w, ids = corpus
+    with account_context(w.account.id):
+        both = _add(w, "Alice plays the oboe on Sundays.")
+        rare = _add(w, "Carol keeps an old oboe at home.", subject="carol")
+    unbounded = _lexical_only(w, "Alice oboe")
+    monkeypatch.setattr(lexical, "POOL", 2)
+    bounded = _lexical_only(w, "Alice oboe")
+    assert bounded[:2] == [both, rare] == unbounded[:2]
+    alice_rows = {ids[k] for k in ("support", "hiking", "asthma", "public", "painting")}
+    assert len(alice_rows & set(unbounded)) == 5
+    assert 0 < len(alice_rows & set(bounded)) <= 2
+
+
+def test_visible_count_stops_at_its_cap(corpus, monkeypatch):
+    from django.utils import timezone
+
+    from memhouse.principal import internal_reader
+    from retrieval.lexical import analyze
+    from retrieval.strategies import sql
+    from retrieval.strategies.base import StrategyContext
+
+    w, _ = corpus
+    with account_context(w.account.id):
+        scope_ids = tuple(Scope.objects.filter(path__in=["/", "/marketing",
+                                                         "/marketing/social"])
+                          .values_list("id", flat=True))
+        ctx = StrategyContext(reader=internal_reader(w.account.id), scope_ids=scope_ids,
+                              query="x", lexical=analyze("x"), now=timezone.now(), limit=5)
+        assert sql.visible_count(ctx) >= 6
+        monkeypatch.setattr(sql, "COUNT_CAP", 3)
+        assert sql.visible_count(ctx) == 3  # the test settings cache nothing (TTL 0)
