@@ -469,7 +469,8 @@ def _question(rng: random.Random, proto: dict[str, str]) -> str:
 class Scale:
     def __init__(self, *, sizes: list[int], n_queries: int, others_share: float,
                  clusters: int, noise: float, entities: bool, seed: int,
-                 write: Any) -> None:
+                 write: Any, warmup: int = 10) -> None:
+        self.warmup = warmup
         self.sizes = sizes
         self.n_queries = n_queries
         self.others_share = others_share
@@ -681,8 +682,8 @@ class Scale:
                                     limit=20)
             return (time.monotonic() - t) * 1000, res
 
-        for q in self.queries[:10]:  # warm-up: caches, connections, plans
-            one(q)
+        for i in range(self.warmup):  # warm-up: caches, connections, plans, index pages
+            one(self.queries[i % len(self.queries)])
         wall, eng, dropped_any = [], [], 0
         dropped: dict[str, int] = defaultdict(int)
         contributed: dict[str, int] = defaultdict(int)
@@ -898,6 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-locomo", action="store_true", help="scale part only")
     ap.add_argument("--scale-queries", type=int, default=200)
+    ap.add_argument("--scale-warmup", type=int, default=10,
+                    help="searches before the measured ones at each size (a cold HNSW "
+                         "index at 1M needs ~100 to reach its steady state)")
     ap.add_argument("--others-share", type=float, default=0.5,
                     help="the nine other Accounts together hold this multiple of each size")
     ap.add_argument("--clusters", type=int, default=1000)
@@ -957,6 +961,7 @@ def main(argv: list[str] | None = None) -> int:
             "entity_index": "none" if args.no_entity_rebuild
             else "retrieval.entities.rebuild_entities after ingest/load",
             "sizes": args.sizes, "scale_queries": args.scale_queries,
+            "scale_warmup": args.scale_warmup,
             "others_share": args.others_share, "clusters": args.clusters,
             "noise": args.noise, "seed": args.seed, "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
@@ -1016,7 +1021,7 @@ def main(argv: list[str] | None = None) -> int:
         scale = Scale(sizes=sizes, n_queries=args.scale_queries,
                       others_share=args.others_share, clusters=args.clusters,
                       noise=args.noise, entities=not args.no_entity_rebuild, seed=args.seed,
-                      write=write)
+                      write=write, warmup=args.scale_warmup)
         payload["scale"] = scale.results
         scale.run()
     payload["python_peak_rss_mb"] = common.python_peak_rss_mb()

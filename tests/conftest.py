@@ -90,3 +90,21 @@ def _close_strategy_connections(django_db_setup: Any, django_db_blocker: Any) ->
     from retrieval.engine import close_strategy_connections
 
     close_strategy_connections()
+
+
+@pytest.fixture
+def fake_openai(settings: Any) -> Any:
+    """A loopback OpenAI-compatible server configured as the generation provider; it
+    records every request and answers from its queue of replies (tests.memhouse.test_llm)."""
+    from tests.memhouse.test_llm import FakeOpenAI
+
+    server = FakeOpenAI()
+    server.thread.start()
+    settings.MEMHOUSE_LLM_BASE_URL = server.base_url
+    settings.MEMHOUSE_LLM_MODEL = "test-model"
+    settings.MEMHOUSE_LLM_TIMEOUT = 5
+    try:
+        yield server
+    finally:
+        server.server.shutdown()
+        server.server.server_close()

@@ -6,44 +6,22 @@ import time
 
 import httpx
 import pytest
-import redis
 from celery.contrib.testing.worker import start_worker
-from kombu import pools as kombu_pools
 
 from knowledge import services
 from knowledge.models import Knowledge, Message
 from memhouse.celery import app
 from memhouse.tenancy import account_context
+from tests.queue_support import real_broker, reset_pool
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.queue]
 BROKER = "redis://127.0.0.1:6379/15"  # a database of its own, emptied by each test
 QUEUE = "memhouse-test"
 
 
-def _reset_pool() -> None:
-    """Forget broker connections so the next publish uses the current broker_url."""
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
-    app.amqp._producer_pool = None
-    kombu_pools.reset()  # kombu keeps producer pools per connection, globally
-
-
 @pytest.fixture
 def broker():
-    client = redis.Redis.from_url(BROKER)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.fail("these tests need Redis on 127.0.0.1:6379 (.ci/run starts it)")
-    client.flushdb()
-    saved = (app.conf.task_always_eager, app.conf.broker_url, app.conf.task_default_queue)
-    app.conf.update(task_always_eager=False, broker_url=BROKER, task_default_queue=QUEUE)
-    _reset_pool()
-    yield client
-    app.conf.update(task_always_eager=saved[0], broker_url=saved[1], task_default_queue=saved[2])
-    _reset_pool()
-    client.flushdb()
+    yield from real_broker(BROKER, QUEUE)
 
 
 def _ingest(live_server, world, text: str) -> httpx.Response:
@@ -91,12 +69,12 @@ def test_broker_outage_keeps_messages_and_the_sweeper_resumes_work(live_server,
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
     app.conf.broker_connection_retry = False
     app.conf.broker_connection_max_retries = 0
-    _reset_pool()
+    reset_pool()
     try:
         r = _ingest(live_server, w, "I started learning the cello.")
     finally:
         app.conf.broker_url = BROKER
-        _reset_pool()
+        reset_pool()
     assert r.status_code == 202  # the committed batch is not failed by the broker
     with account_context(w.account.id):
         assert Message.objects.filter(extracted_at__isnull=True).count() == 1

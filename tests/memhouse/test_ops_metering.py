@@ -5,7 +5,6 @@ model_tokens when the provider reports usage), against the loopback fake provide
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -33,18 +32,9 @@ def billed(value: Any, usage: dict[str, int] | None = USAGE) -> Reply:
 
 
 @pytest.fixture
-def provider(settings) -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI()
-    server.thread.start()
-    settings.MEMHOUSE_LLM_BASE_URL = server.base_url
-    settings.MEMHOUSE_LLM_MODEL = "test-model"
-    settings.MEMHOUSE_LLM_TIMEOUT = 5
+def provider(fake_openai: FakeOpenAI, settings) -> FakeOpenAI:
     settings.MEMHOUSE_LLM_MAX_RETRIES = 0
-    try:
-        yield server
-    finally:
-        server.server.shutdown()
-        server.server.server_close()
+    return fake_openai
 
 
 def ledger(account_id: Any) -> dict[str, int]:

@@ -27,7 +27,7 @@ from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message
 from memhouse.tenancy import account_context
-from tests.memhouse.test_llm import FakeOpenAI, Reply, completion, ok
+from tests.memhouse.test_llm import Reply, completion, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,19 +40,10 @@ MALFORMED = {
 
 
 @pytest.fixture
-def provider(settings):
-    fake = FakeOpenAI()
-    fake.thread.start()
-    settings.MEMHOUSE_LLM_BASE_URL = fake.base_url
-    settings.MEMHOUSE_LLM_MODEL = "test-model"
-    settings.MEMHOUSE_LLM_TIMEOUT = 5
+def provider(fake_openai, settings):
     settings.MEMHOUSE_LLM_MAX_RETRIES = 0
     settings.MEMHOUSE_RATE_LIMIT_PER_MINUTE = 0
-    try:
-        yield fake
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
+    return fake_openai
 
 
 def _active(w, statement: str, subject=None):

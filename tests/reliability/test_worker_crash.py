@@ -26,14 +26,12 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 from django.db import connection
 
 from knowledge import audit, services
 from knowledge.models import Knowledge, KnowledgeSource, Message
-from memhouse.celery import app
 from memhouse.tenancy import account_context
-from tests.knowledge.test_queue import _reset_pool
+from tests.queue_support import real_broker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.queue]
 REPO = Path(__file__).resolve().parents[2]
@@ -92,19 +90,7 @@ class SlowModel:
 
 @pytest.fixture
 def broker():
-    client = redis.Redis.from_url(BROKER)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.fail("these tests need Redis on 127.0.0.1:6379 (.ci/run starts it)")
-    client.flushdb()
-    saved = (app.conf.task_always_eager, app.conf.broker_url, app.conf.task_default_queue)
-    app.conf.update(task_always_eager=False, broker_url=BROKER, task_default_queue=QUEUE)
-    _reset_pool()
-    yield client
-    app.conf.update(task_always_eager=saved[0], broker_url=saved[1], task_default_queue=saved[2])
-    _reset_pool()
-    client.flushdb()
+    yield from real_broker(BROKER, QUEUE)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ the reasoning-free guarantee (a recording fake model server receives nothing).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import httpx
@@ -42,18 +41,9 @@ def _all_ids(body: dict) -> set[str]:
 
 
 @pytest.fixture
-def fake_model(settings) -> Iterator[FakeOpenAI]:
+def fake_model(fake_openai: FakeOpenAI) -> FakeOpenAI:
     """A configured generation provider that records every request it receives."""
-    server = FakeOpenAI()
-    server.thread.start()
-    settings.MEMHOUSE_LLM_BASE_URL = server.base_url
-    settings.MEMHOUSE_LLM_MODEL = "test-model"
-    settings.MEMHOUSE_LLM_TIMEOUT = 5
-    try:
-        yield server
-    finally:
-        server.server.shutdown()
-        server.server.server_close()
+    return fake_openai
 
 
 def test_a_miss_runs_fast_live_then_projections_are_reused(live_server, corpus):  # noqa: F811
