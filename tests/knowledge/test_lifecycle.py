@@ -197,3 +197,65 @@ def test_knowledge_propose_needs_text(world):
     with pytest.raises(ApplicationError):
         knowledge_propose(account_id=world.account.id, statement="  ", scope=world.scope,
                           subject_peer=None, actor=ACTOR)
+
+
+@pytest.mark.parametrize(("first", "second", "second_applies"), [
+    ("needs_revalidation", "expired", True),   # B re-reads A's result and moves on from it
+    ("expired", "needs_revalidation", False),  # expired -> needs_revalidation is no edge
+])
+def test_concurrent_transitions_on_one_row_serialise(committed_world, first, second,
+                                                      second_applies):
+    """A holds the row lock mid-transaction while B asks for a move from the state both
+    saw; B waits, then judges its edge from A's committed state, never from 'active'."""
+    import threading
+    import time
+
+    from memhouse.tenancy import account_context
+
+    reasons = {"needs_revalidation": "f4_revalidation_due", "expired": "f4_expiry_due"}
+    w = committed_world
+    with account_context(w.account.id):
+        item = knowledge_propose(account_id=w.account.id, statement="Alice keeps bees.",
+                                 scope=w.scope, subject_peer=w.subject, actor="system:test")
+        transition(item, "active", actor="system:test", reason="f4_gate_a_b_accepted")
+    a_locked, outcome = threading.Event(), {}
+
+    def run_a() -> None:
+        try:
+            with account_context(w.account.id):
+                row = Knowledge.objects.get(pk=item.pk)
+                transition(row, first, actor="system:a", reason=reasons[first])
+                a_locked.set()
+                time.sleep(0.5)  # B is now waiting on the row lock
+        finally:
+            connection.close()
+
+    def run_b() -> None:
+        try:
+            a_locked.wait(5)
+            with account_context(w.account.id):
+                row = Knowledge.objects.get(pk=item.pk)  # still reads 'active'
+                assert row.state == "active"
+                transition(row, second, actor="system:b", reason=reasons[second])
+            outcome["b"] = "applied"
+        except TransitionError:
+            outcome["b"] = "refused"
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert outcome["b"] == ("applied" if second_applies else "refused")
+    with account_context(w.account.id):
+        hops = list(LifecycleEvent.objects.filter(knowledge_id=item.pk)
+                    .order_by("created_at").values_list("from_state", "to_state"))
+        final = Knowledge.objects.get(pk=item.pk).state
+        assert audit.verify(w.account.id).ok
+    expected = [(None, "proposed"), ("proposed", "active"), ("active", first)]
+    if second_applies:
+        expected.append((first, second))
+    assert hops == expected
+    assert final == expected[-1][1]
