@@ -22,10 +22,9 @@ from typing import Any
 
 from django.db import connection
 
-from knowledge.selectors import visible_knowledge
 from retrieval.entities import extract_mentions, peer_alias_map, resolve_mentions
 from retrieval.strategies.base import StrategyContext, StrategyResult
-from retrieval.strategies.sql import visible_count
+from retrieval.strategies.sql import visible_count, visible_ids_sql
 
 NAME = "entity_match"
 # An entity mentioned by more than max(CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE * N) visible
@@ -37,12 +36,6 @@ CORPUS_WIDE_SHARE = 0.3
 # conversation-sized scope) df is exact; above it df counts the pooled mentions, a lower
 # bound, and such an entity only ranks its strongest POOL mentions.
 POOL = 1000
-
-
-def _visible_sql(ctx: StrategyContext) -> tuple[str, tuple[Any, ...]]:
-    qs = visible_knowledge(reader=ctx.reader, scope_ids=ctx.scope_ids, at=ctx.now)
-    sql, params = qs.values("id").query.sql_with_params()
-    return sql, tuple(params)
 
 
 def query_keys(ctx: StrategyContext) -> dict[str, float]:
@@ -90,7 +83,7 @@ ok AS (
 
 def _ctes(ctx: StrategyContext, keys_sql: str, keys_params: Sequence[Any]
           ) -> tuple[str, list[Any]]:
-    visible, vparams = _visible_sql(ctx)
+    visible, vparams = visible_ids_sql(ctx)
     account = str(ctx.reader.account_id)
     sql = _CTES.format(visible=visible, keys=keys_sql, pool=int(POOL))
     params = [*vparams, visible_count(ctx), account, account,
