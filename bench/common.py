@@ -127,21 +127,30 @@ def _postmaster_pid() -> int | None:
         return None
 
 
-def _server_processes(postmaster: int) -> list[tuple[int, str]]:
-    procs = [(postmaster, "postmaster")]
+def children_map() -> dict[int, list[int]]:
+    """Every live process's children, by parent pid, read from /proc."""
+    out: dict[int, list[int]] = defaultdict(list)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as fh:
                 ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            if ppid != postmaster:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            procs.append((int(entry), cmd))
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        except (OSError, IndexError, ValueError):
             continue
+        out[ppid].append(int(entry))
+    return out
+
+
+def _server_processes(postmaster: int) -> list[tuple[int, str]]:
+    procs = [(postmaster, "postmaster")]
+    for pid in children_map().get(postmaster, []):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        procs.append((pid, cmd))
     return procs
 
 

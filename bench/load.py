@@ -139,20 +139,6 @@ def batch_plan(convs: list[Any], batch_size: int, skip_round0: frozenset[str] = 
 # ---------------------------------------------------------------------------------------
 
 
-def _children_map() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        out[ppid].append(int(entry))
-    return out
-
-
 def _tree(root: int, children: dict[int, list[int]]) -> list[int]:
     out, todo = [], [root]
     while todo:
@@ -191,7 +177,7 @@ class TreeSampler:
         return self
 
     def sample(self) -> None:
-        children = _children_map()
+        children = common.children_map()
         for name, root in self.roots.items():
             pids = _tree(root, children)
             total = 0
