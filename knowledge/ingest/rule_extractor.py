@@ -1693,6 +1693,7 @@ def _is_question(sentence: str) -> bool:
 
 _BASE_CONFIDENCE = {"self": 0.8, "implied": 0.7, "mention": 0.7, "group": 0.6, "peer": 0.6}
 _HEDGE_PENALTY = 0.3
+_REPORT_CONFIDENCE = 0.5
 
 
 def _finish_statement(text: str) -> str:
@@ -1782,7 +1783,8 @@ class RuleBasedExtractor:
 
         subject = _classify_subject(work, peers)
         if subject is None:
-            return None
+            return self._reported(message, text, start, end, clause, work, peers,
+                                  addressee_keys, relevant_from, relevant_until, hedged)
         addressee_name: str | None = None
         if subject.mode == "listener" or _YOU.search(work):
             if len(set(addressee_keys)) != 1:
@@ -1797,7 +1799,10 @@ class RuleBasedExtractor:
             work = f"{subject.prefix} {work if keep_case else first.lower() + work[len(first):]}"
 
         if not _has_finite_clause(work):
-            return None
+            if subject.mode in ("self", "implied", "group", "mention"):
+                return None  # "Me too!", "Just chilling": nothing was said about anything
+            return self._reported(message, text, start, end, clause, work, peers,
+                                  addressee_keys, relevant_from, relevant_until, hedged)
         analysis = _expand(work)
         peer_names = {part for name in peers.by_name for part in name.split()}
         subject_names = {"i", "me", "we", "us"} | {
@@ -1830,6 +1835,80 @@ class RuleBasedExtractor:
             relevant_from=relevant_from,
             relevant_until=relevant_until,
             self_observation=subject.peer_key == message.speaker_key,
+            source_message_id=message.message_id,
+            evidence_span=(start, end),
+        )
+        validate_claim(claim, message)
+        return claim
+
+    def _reported(
+        self,
+        message: ObservedMessage,
+        text: str,
+        start: int,
+        end: int,
+        clause: str,
+        work: str,
+        peers: _Peers,
+        addressee_keys: list[str],
+        relevant_from: datetime | None,
+        relevant_until: datetime | None,
+        hedged: bool,
+    ) -> ExtractedClaim | None:
+        """Step 9: a declarative clause whose subject cannot be resolved ("They eat
+        vegetables", "It's a mix of drama and romance", "The Hobbit is great") or that has
+        no verb ("The Minnesota Wolves!") is kept as what the speaker said: "Nate said they
+        eat vegetables". The report is a direct observation of the speaker, so the speaker
+        is its subject; the unresolved referent is why its confidence is low."""
+        toks = _tokens(work)
+        if not toks:
+            return None
+        low = toks[0].lower()
+        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES):
+            return None  # "Take a look at this", "Check it out"
+        if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
+            return None  # about the listener, who is not named here
+        speaker_key = message.speaker_key
+        addressee_name: str | None = None
+        if _YOU.search(work):
+            if len(set(addressee_keys)) != 1:
+                return None
+            addressee_name = self._display_name(clause, text, addressee_keys[0], peers)
+        # a name is not content here: "Wow Mel, that painting's amazing" says one thing
+        names = {"i", "me", "we", "us"} | {
+            part for name in peers.by_name for part in name.split()
+        }
+        analysis = _expand(work)
+        content, _ = _content_words(analysis, names)
+        if content < 2:
+            return None  # "That's so sweet!", "Sounds awesome!"
+        quote = work.find('"')
+        if work.count('"') % 2 and quote > 0 and work[quote - 1].isalnum() and (
+            quote + 1 == len(work) or not work[quote + 1].isalnum()
+        ):
+            work = '"' + work  # the span strip took the opening quote of a title
+        speaker_name = message.speaker_name.strip() or speaker_key
+        body = _rewrite(work, speaker_name, addressee_name)
+        first = toks[0].lower()
+        # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
+        if body[:1].isupper() and (first in _STOPWORDS or first in _UNRESOLVED
+                                   or _is_adverb(first) or first.endswith("ing")):
+            body = body[0].lower() + body[1:]
+        verbless = not _has_finite_clause(work) and first not in _UNRESOLVED
+        joiner = " said: " if verbless else " said "
+        statement = _finish_statement(speaker_name + joiner + body)
+        confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
+        claim = ExtractedClaim(
+            statement=statement,
+            subject_peer_key=speaker_key,
+            # what was said is a fact about the speaker; "she loves painting" is no
+            # preference of the speaker's, so no kind of the reported clause carries over
+            kind="fact",
+            confidence=round(confidence, 2),
+            sensitivity=classify_sensitivity(clause),
+            relevant_from=relevant_from,
+            relevant_until=relevant_until,
+            self_observation=True,
             source_message_id=message.message_id,
             evidence_span=(start, end),
         )

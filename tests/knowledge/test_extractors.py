@@ -414,15 +414,16 @@ def test_confidence_depends_on_the_source_of_the_claim() -> None:
         "I will!",
         "I'm so excited!",
         "I won't give up!",
-        "She loves painting.",
-        "He just got a new job.",
-        "They enjoyed the Grand Canyon a lot!",
-        "It reminds me of my childhood.",
         "You are a great painter.",
         "You'd be a great counselor!",
         "I love your painting.",
         "If I win the lottery, I'll buy a boat.",
         "Let's go hiking next week.",
+        "Take a look at this.",
+        "Sounds awesome!",
+        "That cup is so cute.",
+        "Wow Mel, that's stunning!",
+        "You'd be so good at that, it suits you.",
     ],
 )
 def test_non_claims_are_dropped(text: str) -> None:
@@ -477,7 +478,10 @@ def test_known_peer_in_the_third_person() -> None:
 
 
 def test_unknown_names_are_not_peers() -> None:
-    assert extract("Oliver loves chasing his tail.") == []
+    # Oliver is nobody the Account knows: the claim stays a report about the speaker
+    claim = only("Oliver loves chasing his tail.")
+    assert claim.statement == "Caroline said Oliver loves chasing his tail."
+    assert claim.subject_peer_key == "caroline"
 
 
 def test_the_listener_only_when_named() -> None:
@@ -788,3 +792,50 @@ def test_llm_extractor_through_the_real_provider() -> None:
                                        backoff_seconds=0, transport=httpx.MockTransport(broken))
     with pytest.raises(ExtractionError):
         LLMExtractor(failing).extract(message(LOCOMO_TURN))
+
+
+@pytest.mark.parametrize(
+    ("text", "statement"),
+    [
+        ("She loves painting.", "Caroline said she loves painting."),
+        ("He just got a new job.", "Caroline said he just got a new job."),
+        ("They enjoyed the Grand Canyon a lot!",
+         "Caroline said they enjoyed the Grand Canyon a lot."),
+        ("It reminds me of my childhood.",
+         "Caroline said it reminds Caroline of Caroline's childhood."),
+        ("Thanks, Mel! It's a mix of drama and romance!",
+         "Caroline said it's a mix of drama and romance."),
+        ("Cooking is a great way to chill and be creative.",
+         "Caroline said cooking is a great way to chill and be creative."),
+        ("Definitely Star Wars!", "Caroline said: definitely Star Wars."),
+        ("The Minnesota Wolves!", "Caroline said: the Minnesota Wolves."),
+        ('"The Alchemist" is worth reading twice.',
+         'Caroline said "The Alchemist" is worth reading twice.'),
+        ("Mel, it must be fun that you paint with your kids.",
+         "Caroline said it must be fun that Mel paints with Mel's kids."),
+    ],
+)
+def test_an_unresolved_subject_is_kept_as_what_the_speaker_said(
+    text: str, statement: str
+) -> None:
+    claim = only(text)
+    assert claim.statement == statement
+    # the speaker is the subject of a report of their own words; the referent is unknown,
+    # so confidence is low and no kind of the reported clause carries over
+    assert claim.subject_peer_key == "caroline"
+    assert claim.self_observation is True
+    assert claim.kind == "fact"
+    assert claim.confidence == 0.5
+
+
+def test_a_report_keeps_valid_time_sensitivity_and_hedges() -> None:
+    claim = only("I think they moved to Denver last week.")
+    assert claim.statement == "Caroline said they moved to Denver."
+    assert claim.confidence == 0.2
+    assert claim.relevant_from is not None and claim.relevant_until is not None
+    assert only("His therapy sessions are going well.").sensitivity == "personal"
+
+
+def test_a_report_about_an_unnamed_listener_is_dropped() -> None:
+    # "you" with no vocative has no referent the statement could name
+    assert extract("It must be fun that you paint with your kids.") == []

@@ -234,4 +234,7 @@ def test_a_name_shared_by_two_peers_resolves_only_within_the_scope(chat):
             IncomingMessage(text="John bought a canoe.", occurred_at=now, peer_key="caroline")])
     rows = _knowledge(w)
     assert rows["John painted a lake."].subject_peer.key == "john-a"
-    assert not any("canoe" in s for s in rows)  # ambiguous in /y: no subject is guessed
+    # ambiguous in /y: no John is guessed; what stays is Caroline's report of her words
+    canoe = rows["Caroline said John bought a canoe."]
+    assert canoe.subject_peer.key == "caroline"
+    assert not any("canoe" in s and rows[s].subject_peer.key.startswith("john") for s in rows)
