@@ -69,7 +69,7 @@ def test_search_uses_the_balanced_profile(bob, corpus):
     r = bob.get("/console/scopes/marketing/social/?q=newsletter", **HX)
     html = r.content.decode()
     assert r.status_code == 200 and "<html" not in html
-    assert "Search results for “newsletter”" in html and "Profile balanced (balanced-v1" in html
+    assert "Search results for “newsletter”" in html and "Profile balanced (balanced-v2" in html
 
 
 def test_the_root_scope_and_scope_navigation(bob, corpus):
