@@ -1900,12 +1900,11 @@ class RuleBasedExtractor:
             work = '"' + work  # the span strip took the opening quote of a title
         speaker_name = message.speaker_name.strip() or speaker_key
         body = _rewrite(work, speaker_name, addressee_name)
-        first = toks[0].lower()
         # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
-        if body[:1].isupper() and (first in _STOPWORDS or first in _UNRESOLVED
-                                   or _is_adverb(first) or first.endswith("ing")):
+        if body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED
+                                   or _is_adverb(low) or low.endswith("ing")):
             body = body[0].lower() + body[1:]
-        verbless = not _has_finite_clause(work) and first not in _UNRESOLVED
+        verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
         joiner = " said: " if verbless else " said "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
