@@ -52,6 +52,10 @@ class ObservedMessage:
     occurred_at: datetime  # timezone-aware
     # lower-cased display name or alias -> peer_key
     known_peers: Mapping[str, str] = field(default_factory=dict)
+    # The peer this message speaks to when the conversation leaves no doubt (the pipeline:
+    # the only other speaker of a two-party session). An unnamed "you" resolves to it;
+    # a vocative in the text ("Mel, you...") still wins.
+    addressee_key: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.occurred_at, datetime) or not _is_aware(self.occurred_at):

@@ -1,4 +1,6 @@
-"""Model-backed claim extraction (``llm`` / ``llm-v1``) through :class:`memhouse.llm.ChatProvider`.
+"""Model-backed claim extraction (``llm`` / ``llm-v2``) through :class:`memhouse.llm.ChatProvider`.
+
+v2 names the listener (``ObservedMessage.addressee_key``) so "you" can be resolved.
 
 The model answers with one strict-JSON object (:func:`claims_schema`); this module turns
 each item into an :class:`ExtractedClaim` with the same conventions as the rule extractor:
@@ -102,6 +104,8 @@ never I/you/he/she: write "Caroline went to a support group", not "I went to a s
 group". Split "I like X and I hate Y" into two claims.
 
 Keep these dimensions independent:
+- "listener", when present, is the known peer the speaker is talking to: "you" means
+  that peer.
 - subject is not source. "subject" is who the claim is about: "speaker" when it is about
   the person speaking, the key of a known peer when it is about that peer, or "scope" when
   it is about the shared context rather than a person (a team fact, a project decision).
@@ -139,6 +143,10 @@ def _user_prompt(message: ObservedMessage) -> str:
         "known_peers": [{"key": key, "names": names} for key, names in sorted(peers.items())],
         "text": message.text,
     }
+    if message.addressee_key and message.addressee_key in peers:
+        # who "you" is in this message, when the conversation leaves no doubt
+        payload["listener"] = {"key": message.addressee_key,
+                               "names": peers[message.addressee_key]}
     return "Extract the claims of this message:\n" + json.dumps(payload, ensure_ascii=False)
 
 
@@ -146,7 +154,7 @@ class LLMExtractor:
     """Claim extraction through a generation provider; see the module docstring."""
 
     name = "llm"
-    version = "llm-v1"
+    version = "llm-v2"
 
     def __init__(
         self, provider: ChatProvider, *, timeout: float | None = None, max_claims: int = 20

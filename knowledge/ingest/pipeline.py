@@ -89,6 +89,20 @@ def _extract(extractor: Extractor, observed: ObservedMessage) -> tuple[list[Extr
         return fallback.extract(observed), f"{fallback.name}/{fallback.version}"
 
 
+def conversation_addressee(msg: Message) -> str | None:
+    """Whom a message speaks to, when its session leaves no doubt: the session's messages
+    up to this one come from exactly two peers, so "you" is the other one. A group
+    conversation, a message outside a session, or a session's first speaker before anyone
+    answered has no addressee (an unnamed "you" then stays unresolved)."""
+    if msg.session_id is None:
+        return None
+    keys = set(Message.objects.filter(session_id=msg.session_id,
+                                      occurred_at__lte=msg.occurred_at)
+               .values_list("peer__key", flat=True).distinct()[:3])
+    others = keys - {msg.peer.key}
+    return others.pop() if len(keys) == 2 and len(others) == 1 else None
+
+
 @dataclass
 class Outcome:
     proposed: int = 0
@@ -135,7 +149,8 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
         names = known_peer_names(account_id, msg.scope_id)
         observed = ObservedMessage(
             message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
-            speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names)
+            speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names,
+            addressee_key=conversation_addressee(msg))
     # 2. model (no connection held)
     extractor = get_extractor()
     if not isinstance(extractor, RuleBasedExtractor):

@@ -1,4 +1,5 @@
-"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v2``; v2 added step 9).
+"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v3``; v2 added step 9,
+v3 step 10).
 
 The extractor is deterministic, uses only ``re`` and ``str``, and handles several thousand
 turns per second. Per turn it:
@@ -11,7 +12,8 @@ turns per second. Per turn it:
 2. **Drops non-claims**: questions (a ``?`` or an auxiliary-first/wh-word opening),
    greetings, thanks and filler ("Hey Mel!", "Thanks!", "lol", "Wow, that's great!"),
    imperatives, conditionals ("If I win..."), clauses about "you" unless the listener is
-   named in the sentence (vocative "Mel, you..." or "Thanks, Mel! You..."), and clauses
+   named in the sentence (vocative "Mel, you..." or "Thanks, Mel! You...") or known from
+   the conversation (step 10, which also keeps advice to that listener), and clauses
    with fewer than two content words besides the subject (one is enough after a copula:
    "I'm vegan"). Evaluative and emotional fluff ("great", "so excited") is not content. A
    clause whose subject is an unresolved pronoun is not dropped but reported (step 9).
@@ -88,6 +90,21 @@ turns per second. Per turn it:
    unnamed "you", and clauses with fewer than two content words once names and fluff are
    set aside ("Wow Mel, that's stunning!", "That cup is so cute"). Without this step 21%
    of the LoCoMo dev evidence turns gave no knowledge at all; with it, 5%.
+10. **The conversation's listener**. ``ObservedMessage.addressee_key`` names whom the
+   message speaks to when the conversation leaves no doubt (the pipeline sets it for a
+   two-party session). A vocative in the text still wins; otherwise an unnamed "you" is
+   that peer, named by their fullest known name ("I got this pup for you" -> "Joanna got
+   this pup for Nate"; "You are a great friend" -> a claim about Nate, which Gate B makes
+   provisional as any claim about someone else). Advice to that listener, named or known
+   from the conversation, is what the speaker told them, with report confidence and the
+   speaker as subject: an imperative ("Make sure you watch other people's videos first"
+   -> "Joanna told Nate: make sure Nate watches other people's videos first") or "you"
+   with should/could/can/need to/have to ("You should join me on the trails" -> "Joanna
+   told Nate: Nate should join Joanna on the trails"). A suggestion is no fact about the
+   listener, so it is not sent to them as one to confirm. Sign-offs ("Take care, talk
+   soon", "Keep it up", "Check it out"), imperatives with fewer than three content words
+   ("Stay safe"), epistemic "you must ..." and an opening with the speaker's own elided
+   "I" ("Don't feel like I'm ...") are still dropped.
 """
 
 from __future__ import annotations
@@ -956,6 +973,20 @@ _QUESTION_START = re.compile(
 )
 _YOU = re.compile(r"\b(?:you|your|yours|yourself|yourselves|you're|you've|you'd|you'll|ya"
                   r"|y'all|youre)\b", re.I)
+# "You should ...", "you could ...": advice to the listener (step 10).
+_ADVICE_MODAL = re.compile(
+    r"^(?:you|ya|u)\s+(?:(?:really|just|totally|definitely|def|seriously|honestly|so|also|"
+    r"still|absolutely)\s+)*(?:should|shoulda|could|can(?!')|might\s+want\s+to|may\s+want\s+to|"
+    r"need\s+to|have\s+to|gotta|ought\s+to|oughta)\b",
+    re.I)
+# Sign-offs that read like advice but say nothing ("Take care, talk soon").
+_FAREWELL = re.compile(
+    r"\b(?:take\s+care|talk\s+(?:to\s+you\s+)?(?:soon|later)|catch\s+(?:you|ya)\s+"
+    r"(?:later|soon)|see\s+(?:you|ya)\s+(?:later|soon)|have\s+(?:a\s+)?(?:great|good|nice|fun)"
+    r"(?:\s+(?:day|time|night|weekend|one))?|keep\s+(?:it|that)\s+up|keep\s+(?:me|you|ya)\s+posted"
+    r"|check\s+(?:it|this|that)\s+out|good\s+luck)\b",
+    re.I)
+_FIRST_PERSON_SUBJECT = re.compile(r"\b(?:I|I'm|I've|I'd|I'll)\b")
 _FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
 _CLAUSE_SEPARATOR = re.compile(
     r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*|\s*-{2,}\s*"
@@ -987,6 +1018,14 @@ _IMPERATIVES = _wordset(
     don't do thank congrats talk catch say send show sounds seems looks hope imagine stop
     picture consider feel call text ask bring grab hang hold mind trust believe listen read
     watch wish please dont good nice glad happy sorry welcome same"""
+)
+# Imperative verbs that give advice or ask something of the listener (not "thank",
+# "congrats", "sounds", "hope" and the other fluff openers in _IMPERATIVES).
+_ADVICE_VERBS = _wordset(
+    """take check keep look stay enjoy go come give tell try make get be remember don't
+    dont do talk catch say send show stop consider call text ask bring grab hang hold mind
+    trust believe listen read watch follow find start join visit use put focus avoid
+    practice practise write plan buy pick set leave spend share"""
 )
 _ELLIPTICAL = {
     "gonna": "I'm", "going": "I'm", "been": "I've", "got": "I", "just": "I", "went": "I",
@@ -1137,7 +1176,8 @@ _PREPOSITIONS = _wordset(
 )
 _SUBJECT_POSITION = frozenset(
     {"", "and", "but", "or", "so", "that", "because", "when", "if", "since", "while", "as",
-     "though", "although", "where", "how", "what", "why", "cause", "until", "once"}
+     "though", "although", "where", "how", "what", "why", "cause", "until", "once",
+     "sure", "hope"}
 )
 
 
@@ -1726,7 +1766,7 @@ class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
     name = "rule-based"
-    version = "rule-v2"
+    version = "rule-v3"
 
     def extract(self, message: ObservedMessage) -> list[ExtractedClaim]:
         text = message.text.translate(_QUOTE_MAP)
@@ -1736,10 +1776,15 @@ class RuleBasedExtractor:
         local = _local(message.occurred_at)
         claims: list[ExtractedClaim] = []
         previous_vocatives: list[str] = []
+        # The conversation's addressee, used only when the text names nobody; a key the
+        # extractor cannot name (not among known_peers) is no addressee.
+        context = ([message.addressee_key] if message.addressee_key
+                   and message.addressee_key in message.known_peers.values() else [])
         for s_start, s_end in _sentences(text):
             sentence = text[s_start:s_end]
             vocatives = _vocatives(sentence, peers)
-            addressees = [k for k in vocatives or previous_vocatives if k != message.speaker_key]
+            addressees = [k for k in vocatives or previous_vocatives or context
+                          if k != message.speaker_key]
             previous_vocatives = vocatives
             if _is_question(sentence):
                 continue
@@ -1793,9 +1838,11 @@ class RuleBasedExtractor:
             return None
 
         subject = _classify_subject(work, peers)
-        if subject is None:
+        if subject is None or (subject.mode == "listener" and _ADVICE_MODAL.match(work)):
+            # "You should read it" is the speaker's advice, not a fact about the listener
             return self._reported(message, text, start, end, clause, work, peers,
-                                  addressee_keys, relevant_from, relevant_until, hedged)
+                                  addressee_keys, relevant_from, relevant_until, hedged,
+                                  advice=subject is not None)
         addressee_name: str | None = None
         if subject.mode == "listener" or _YOU.search(work):
             if len(set(addressee_keys)) != 1:
@@ -1865,6 +1912,7 @@ class RuleBasedExtractor:
         relevant_from: datetime | None,
         relevant_until: datetime | None,
         hedged: bool,
+        advice: bool = False,
     ) -> ExtractedClaim | None:
         """Step 9: a declarative clause whose subject cannot be resolved ("They eat
         vegetables", "It's a mix of drama and romance", "The Hobbit is great") or that has
@@ -1875,13 +1923,23 @@ class RuleBasedExtractor:
         if not toks:
             return None
         low = toks[0].lower()
-        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES):
-            return None  # "Take a look at this", "Check it out"
-        if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
+        told = advice and len(set(addressee_keys)) == 1
+        if advice and not told:
+            return None
+        if not advice and low not in _UNRESOLVED and (low in _IMPERATIVES
+                                                      or low in _VERB_BASES):
+            # Advice or a request: kept only when the listener is known, as what the
+            # speaker told them ("Joanna told Nate: watch other videos first"); "Check it
+            # out" and "Keep it up" fail the content test below.
+            if (low not in _ADVICE_VERBS or len(set(addressee_keys)) != 1
+                    or _FIRST_PERSON_SUBJECT.search(work)):
+                return None  # "Don't feel like I'm ...": the speaker's own elided "I"
+            told = True
+        if not told and (_YOU.fullmatch(toks[0]) or low in ("your", "yours")):
             return None  # about the listener, who is not named here
         speaker_key = message.speaker_key
         addressee_name: str | None = None
-        if _YOU.search(work):
+        if _YOU.search(work) or told:
             if len(set(addressee_keys)) != 1:
                 return None
             addressee_name = self._display_name(clause, text, addressee_keys[0], peers)
@@ -1891,8 +1949,10 @@ class RuleBasedExtractor:
         }
         analysis = _expand(work)
         content, _ = _content_words(analysis, names)
-        if content < 2:
-            return None  # "That's so sweet!", "Sounds awesome!"
+        if told:
+            content, _ = _content_words(_expand(_FAREWELL.sub(" ", work)), names)
+        if content < (3 if told and not advice else 2):
+            return None  # "That's so sweet!", "Sounds awesome!", "Take care, talk soon"
         quote = work.find('"')
         if work.count('"') % 2 and quote > 0 and work[quote - 1].isalnum() and (
             quote + 1 == len(work) or not work[quote + 1].isalnum()
@@ -1901,11 +1961,15 @@ class RuleBasedExtractor:
         speaker_name = message.speaker_name.strip() or speaker_key
         body = _rewrite(work, speaker_name, addressee_name)
         # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
-        if body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED
+        if not advice and body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED
                                    or _is_adverb(low) or low.endswith("ing")):
             body = body[0].lower() + body[1:]
         verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
         joiner = " said: " if verbless else " said "
+        if told:
+            if not advice:  # "Make sure ..." -> "told Nate: make sure ..."; a name keeps case
+                body = body[0].lower() + body[1:]
+            joiner = f" told {addressee_name}: "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
         claim = ExtractedClaim(
@@ -1927,11 +1991,11 @@ class RuleBasedExtractor:
 
     @staticmethod
     def _display_name(clause: str, text: str, key: str, peers: _Peers) -> str:
-        """How the text itself names the addressee (else the first known alias, titled)."""
+        """How the text itself names the addressee, else their fullest known name
+        ("Melanie" rather than the alias "Mel"), titled."""
         for match in peers.find_all(text):
             if peers.key_for(match.group()) == key:
                 return match.group()
-        for name, peer_key in peers.by_name.items():
-            if peer_key == key:
-                return name.title()
-        return key
+        names = sorted((n for n, peer_key in peers.by_name.items() if peer_key == key),
+                       key=lambda n: (-len(n), n))
+        return names[0].title() if names else key

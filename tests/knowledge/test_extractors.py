@@ -40,10 +40,12 @@ def d(year: int, month: int, day: int, hour: int = 0, tz: timezone = UTC) -> dat
 
 
 def message(text: str, *, when: datetime = WHEN, speaker: str = "caroline",
-            name: str = "Caroline", peers: dict[str, str] | None = None) -> ObservedMessage:
+            name: str = "Caroline", peers: dict[str, str] | None = None,
+            addressee: str | None = None) -> ObservedMessage:
     return ObservedMessage(message_id="7a0d1a4e-0000-4000-8000-000000000001", text=text,
                            speaker_key=speaker, speaker_name=name, occurred_at=when,
-                           known_peers=PEERS if peers is None else peers)
+                           known_peers=PEERS if peers is None else peers,
+                           addressee_key=addressee)
 
 
 def extract(text: str, **kwargs: Any) -> list[ExtractedClaim]:
@@ -129,10 +131,10 @@ def test_vocabularies() -> None:
 def test_extractors_satisfy_the_protocol() -> None:
     rule = RuleBasedExtractor()
     assert isinstance(rule, Extractor)
-    assert (rule.name, rule.version) == ("rule-based", "rule-v2")
+    assert (rule.name, rule.version) == ("rule-based", "rule-v3")
     llm = LLMExtractor(ScriptedProvider({"claims": []}))
     assert isinstance(llm, Extractor)
-    assert (llm.name, llm.version) == ("llm", "llm-v1")
+    assert (llm.name, llm.version) == ("llm", "llm-v2")
 
 
 # ==========================================================================================
@@ -691,6 +693,18 @@ def test_llm_request_carries_the_rules_and_the_message() -> None:
     assert payload["speaker"] == {"key": "caroline", "name": "Caroline"}
     assert payload["message_date"] == "2023-05-08 (Monday)"
     assert {"key": "melanie", "names": ["mel", "melanie"]} in payload["known_peers"]
+    assert "listener" not in payload
+
+
+def test_llm_request_names_the_listener_when_known() -> None:
+    provider = ScriptedProvider({"claims": []})
+    LLMExtractor(provider).extract(message("You are a great painter.", addressee="melanie"))
+    payload = json.loads(provider.calls[0]["user"].split("\n", 1)[1])
+    assert payload["listener"] == {"key": "melanie", "names": ["mel", "melanie"]}
+    assert '"you" means' in SYSTEM_PROMPT
+    # a listener the model could not name is not sent
+    LLMExtractor(provider).extract(message("You are a great painter.", addressee="nobody"))
+    assert "listener" not in json.loads(provider.calls[1]["user"].split("\n", 1)[1])
 
 
 def test_llm_claim_conversion() -> None:
@@ -839,3 +853,78 @@ def test_a_report_keeps_valid_time_sensitivity_and_hedges() -> None:
 def test_a_report_about_an_unnamed_listener_is_dropped() -> None:
     # "you" with no vocative has no referent the statement could name
     assert extract("It must be fun that you paint with your kids.") == []
+
+
+def test_the_conversation_addressee_resolves_an_unnamed_you() -> None:
+    # the pipeline names the listener of a two-party conversation (addressee_key); the
+    # text does not name them, so the statement uses their fullest name, not "Mel"
+    text = "Looky here, I got this new pup for you!"
+    assert extract(text) == []
+    gift = only(text, addressee="melanie")
+    assert gift.statement == "Looky here, Caroline got this new pup for Melanie."
+    assert (gift.subject_peer_key, gift.self_observation) == ("caroline", True)
+    about = only("You are such a great painter.", addressee="melanie")
+    assert about.statement == "Melanie is such a great painter."
+    hope = only("I hope you like the painting I made.", addressee="melanie")
+    assert hope.statement == "Caroline hopes Melanie likes the painting Caroline made."
+    assert (about.subject_peer_key, about.self_observation) == ("melanie", False)
+    report = only("It must be fun that you paint with your kids.", addressee="melanie")
+    assert report.statement == ("Caroline said it must be fun that Melanie paints with "
+                                "Melanie's kids.")
+
+
+def test_a_vocative_wins_over_the_conversation_addressee() -> None:
+    claim = only("Dana, you are a great painter.", addressee="melanie")
+    assert claim.subject_peer_key == "dana-r"
+
+
+def test_an_addressee_the_extractor_cannot_name_is_ignored() -> None:
+    # not among known_peers (an ambiguous name was left out): no guessing
+    assert extract("You are a great painter.", addressee="stranger") == []
+    # the speaker is never their own listener
+    assert extract("You are a great painter.", addressee="caroline") == []
+
+
+def test_advice_to_a_known_listener_is_what_the_speaker_told_them() -> None:
+    text = "Make sure you watch other people's videos first!"
+    assert extract(text) == []  # nobody to have told
+    claim = only(text, addressee="melanie")
+    assert claim.statement == ("Caroline told Melanie: make sure Melanie watches other "
+                               "people's videos first.")
+    assert (claim.subject_peer_key, claim.kind, claim.self_observation) == (
+        "caroline", "fact", True)
+    assert claim.confidence == 0.5
+    advice = only("Read lots and try out different genres.", addressee="melanie")
+    assert advice.statement == "Caroline told Melanie: read lots and try out different genres."
+
+
+def test_should_and_could_to_the_listener_are_advice_not_facts_about_them() -> None:
+    # a suggestion says what the speaker thinks, not what is true of the listener, so it
+    # is the speaker's (active) statement, not a provisional claim about the listener
+    claim = only("Sure, you should come down and join me on the trails sometime!",
+                 addressee="melanie")
+    assert claim.statement == ("Caroline told Melanie: Melanie should come down and join "
+                               "Caroline on the trails sometime.")
+    assert (claim.subject_peer_key, claim.self_observation, claim.kind) == (
+        "caroline", True, "fact")
+    named = only("Mel, you could try yoga.")
+    assert named.statement == "Caroline told Mel: Mel could try yoga."
+    assert named.subject_peer_key == "caroline"
+    # without a listener there is nobody to have told; "can't" and "must" are no advice
+    assert extract("You should try yoga.") == []
+    assert not any(" told " in c.statement for c in extract(
+        "You must really enjoy having them around.", addressee="melanie"))
+    assert not any(" told " in c.statement for c in extract(
+        "Man, you can't deny that view!", addressee="melanie"))
+
+
+@pytest.mark.parametrize("text", [
+    "Take care!", "Take care, talk soon.", "Keep it up!", "Check it out!", "Keep you posted!",
+    "Stay safe.", "You can do it!",
+    "Thanks for the tip!", "Sounds great, have fun!",
+    # an elided "I" is the speaker talking, not advice
+    "Don't feel like I'm making much of an impact here.",
+])
+def test_pleasantries_to_a_known_listener_are_still_dropped(text: str) -> None:
+    statements = [c.statement for c in extract(text, addressee="melanie")]
+    assert not any(" told " in s for s in statements), statements

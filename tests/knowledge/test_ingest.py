@@ -238,3 +238,35 @@ def test_a_name_shared_by_two_peers_resolves_only_within_the_scope(chat):
     canoe = rows["Caroline said John bought a canoe."]
     assert canoe.subject_peer.key == "caroline"
     assert not any("canoe" in s and rows[s].subject_peer.key.startswith("john") for s in rows)
+
+
+def test_you_is_the_other_speaker_of_a_two_party_session(live_server, chat):
+    r = _post(live_server, chat.agent_key, "messages", _batch(
+        ("t1", "caroline", "I got this new pup for you!"),
+        ("t2", "melanie", "Make sure you feed him twice a day and walk him every morning.")))
+    assert r.status_code == 202, r.text
+    rows = _knowledge(chat)
+    gift = rows["Caroline got this new pup for Melanie."]
+    assert (gift.subject_peer.key, gift.state) == ("caroline", "active")
+    advice = rows["Melanie told Caroline: make sure Caroline feeds him twice a day and walk "
+                  "him every morning."]
+    assert (advice.subject_peer.key, advice.state) == ("melanie", "active")
+
+
+def test_a_group_session_or_no_session_leaves_you_unresolved(live_server, chat):
+    from knowledge.ingest.pipeline import conversation_addressee
+
+    with account_context(chat.account.id):
+        services.peer_create(account_id=chat.account.id, key="dana", kind="human",
+                             display_name="Dana")
+    group = _batch(("g1", "caroline", "I got this new pup for you!"),
+                   ("g2", "melanie", "Wow!"), ("g3", "dana", "So cute!"))
+    group["session"] = "group"
+    assert _post(live_server, chat.agent_key, "messages", group).status_code == 202
+    alone = _batch(("a1", "caroline", "I baked a cake for you!"))
+    del alone["session"]
+    assert _post(live_server, chat.agent_key, "messages", alone).status_code == 202
+    assert not any("pup" in s or "cake" in s for s in _knowledge(chat))
+    with account_context(chat.account.id):
+        by_id = {m.client_message_id: m for m in Message.objects.select_related("peer")}
+        assert {conversation_addressee(by_id[i]) for i in ("g1", "g2", "g3", "a1")} == {None}

@@ -81,7 +81,7 @@ def test_model_extraction_runs_with_no_database_connection_held(committed_world,
     with account_context(committed_world.account.id):
         k = Knowledge.objects.get()
         assert (k.statement, k.state, k.extractor) == (
-            "Caroline adopted a greyhound.", "active", "llm/llm-v1")
+            "Caroline adopted a greyhound.", "active", "llm/llm-v2")
 
 
 def test_a_failing_model_degrades_to_the_rule_based_extractor(committed_world, fake_model):
@@ -89,5 +89,5 @@ def test_a_failing_model_degrades_to_the_rule_based_extractor(committed_world, f
     _ingest(committed_world, "I adopted a greyhound named Pixel.")
     with account_context(committed_world.account.id):
         k = Knowledge.objects.get()
-        assert k.extractor == "rule-based/rule-v2"  # recorded, never passed off as the model's
+        assert k.extractor == "rule-based/rule-v3"  # recorded, never passed off as the model's
         assert k.statement == "Caroline adopted a greyhound named Pixel."
