@@ -1762,6 +1762,21 @@ def _finish_statement(text: str) -> str:
     return text
 
 
+def _claim(message: ObservedMessage, statement: str, subject_key: str | None, kind: str,
+           confidence: float, clause: str, relevant_from: datetime | None,
+           relevant_until: datetime | None, span: tuple[int, int]) -> ExtractedClaim:
+    """The claim of one clause; sensitivity comes from the clause as written."""
+    claim = ExtractedClaim(
+        statement=statement, subject_peer_key=subject_key, kind=kind,
+        confidence=round(confidence, 2), sensitivity=classify_sensitivity(clause),
+        relevant_from=relevant_from, relevant_until=relevant_until,
+        self_observation=subject_key == message.speaker_key,
+        source_message_id=message.message_id, evidence_span=span,
+    )
+    validate_claim(claim, message)
+    return claim
+
+
 class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
@@ -1884,20 +1899,8 @@ class RuleBasedExtractor:
         confidence = _BASE_CONFIDENCE[subject.mode]
         if hedged:
             confidence -= _HEDGE_PENALTY
-        claim = ExtractedClaim(
-            statement=statement,
-            subject_peer_key=subject.peer_key,
-            kind=kind,
-            confidence=round(confidence, 2),
-            sensitivity=classify_sensitivity(clause),
-            relevant_from=relevant_from,
-            relevant_until=relevant_until,
-            self_observation=subject.peer_key == message.speaker_key,
-            source_message_id=message.message_id,
-            evidence_span=(start, end),
-        )
-        validate_claim(claim, message)
-        return claim
+        return _claim(message, statement, subject.peer_key, kind, confidence, clause,
+                      relevant_from, relevant_until, (start, end))
 
     def _reported(
         self,
@@ -1972,22 +1975,10 @@ class RuleBasedExtractor:
             joiner = f" told {addressee_name}: "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
-        claim = ExtractedClaim(
-            statement=statement,
-            subject_peer_key=speaker_key,
-            # what was said is a fact about the speaker; "she loves painting" is no
-            # preference of the speaker's, so no kind of the reported clause carries over
-            kind="fact",
-            confidence=round(confidence, 2),
-            sensitivity=classify_sensitivity(clause),
-            relevant_from=relevant_from,
-            relevant_until=relevant_until,
-            self_observation=True,
-            source_message_id=message.message_id,
-            evidence_span=(start, end),
-        )
-        validate_claim(claim, message)
-        return claim
+        # what was said is a fact about the speaker; "she loves painting" is no preference
+        # of the speaker's, so no kind of the reported clause carries over
+        return _claim(message, statement, speaker_key, "fact", confidence, clause,
+                      relevant_from, relevant_until, (start, end))
 
     @staticmethod
     def _display_name(clause: str, text: str, key: str, peers: _Peers) -> str:
