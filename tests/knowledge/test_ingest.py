@@ -270,3 +270,14 @@ def test_a_group_session_or_no_session_leaves_you_unresolved(live_server, chat):
     with account_context(chat.account.id):
         by_id = {m.client_message_id: m for m in Message.objects.select_related("peer")}
         assert {conversation_addressee(by_id[i]) for i in ("g1", "g2", "g3", "a1")} == {None}
+
+
+def test_in_a_user_and_agent_session_you_is_the_agent(live_server, chat):
+    # an assistant is a peer like any other: the user's "you" is the agent that listens
+    r = _post(live_server, chat.agent_key, "messages", _batch(
+        ("u1", "caroline", "I baked a lemon cake for you and the whole team."),
+        ("u2", "scribe", "Thank you, Caroline!")))
+    assert r.status_code == 202, r.text
+    rows = _knowledge(chat)
+    cake = rows["Caroline baked a lemon cake for Scribe and the whole team."]
+    assert (cake.subject_peer.key, cake.state) == ("caroline", "active")
