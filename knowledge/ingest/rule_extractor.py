@@ -1950,10 +1950,8 @@ class RuleBasedExtractor:
         names = {"i", "me", "we", "us"} | {
             part for name in peers.by_name for part in name.split()
         }
-        analysis = _expand(work)
-        content, _ = _content_words(analysis, names)
-        if told:
-            content, _ = _content_words(_expand(_FAREWELL.sub(" ", work)), names)
+        # sign-offs are no content of advice ("Take care, talk soon")
+        content, _ = _content_words(_expand(_FAREWELL.sub(" ", work) if told else work), names)
         if content < (3 if told and not advice else 2):
             return None  # "That's so sweet!", "Sounds awesome!", "Take care, talk soon"
         quote = work.find('"')
@@ -1963,15 +1961,15 @@ class RuleBasedExtractor:
             work = '"' + work  # the span strip took the opening quote of a title
         speaker_name = message.speaker_name.strip() or speaker_key
         body = _rewrite(work, speaker_name, addressee_name)
-        # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
-        if not advice and body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED
-                                   or _is_adverb(low) or low.endswith("ing")):
+        # "Cooking is..." -> "said cooking is...", "Make sure..." -> "told Nate: make
+        # sure..."; a capital that may be a name stays, and so does advice's "Nate should"
+        if not advice and body[:1].isupper() and (told or low in _STOPWORDS
+                                                  or low in _UNRESOLVED or _is_adverb(low)
+                                                  or low.endswith("ing")):
             body = body[0].lower() + body[1:]
         verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
         joiner = " said: " if verbless else " said "
         if told:
-            if not advice:  # "Make sure ..." -> "told Nate: make sure ..."; a name keeps case
-                body = body[0].lower() + body[1:]
             joiner = f" told {addressee_name}: "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
