@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _extractor_name() -> str:
-    from knowledge.ingest.pipeline import get_extractor
+    from governance.intake.pipeline import get_extractor
 
     e = get_extractor()
     return f"{e.name}/{e.version}"

@@ -11,3 +11,9 @@ class GovernanceConfig(AppConfig):
         # A contributor leaving `active` sends the deductions derived from it to
         # needs_revalidation (checked by a task after commit).
         register_refresh_hook(on_knowledge_transition)
+        # Storing a message or document version enqueues intake, which lives here.
+        from governance import tasks
+        from knowledge.ingest.services import register_intake_tasks
+
+        register_intake_tasks(messages=tasks.process_messages,
+                              document_version=tasks.process_document_version)

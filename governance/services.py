@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from governance.gates import REVIEW_WINDOW
+from governance.intake.gates import REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
 from governance.questions import validation_with_question
 from knowledge import audit, lifecycle

@@ -347,7 +347,7 @@ def _write_deductions(account_id: uuid.UUID | str, group: _Group, answer: dict[s
                       provider_name: str) -> int:
     """Create the deduced statements, link them and run the gates. Idempotent: the run's
     signature is unique, and contributors must still be active."""
-    from governance.gates import gate_a, gate_b
+    from governance.intake.gates import gate_a, gate_b
     from knowledge.services import knowledge_propose
 
     refs = {f"S{i + 1}": kid for i, (kid, _) in enumerate(group.items)}

@@ -10,10 +10,12 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
 
 from knowledge import audit, lifecycle
+from knowledge.lifecycle import transition
 from knowledge.models import Account, Credential, Knowledge, KnowledgeSource, Peer, Scope
 from memhouse.authentication import KEY_MARK, hash_secret
 from memhouse.errors import ApplicationError
@@ -203,3 +205,24 @@ def knowledge_merge_sources(*, source: Knowledge, into: Knowledge) -> int:
     count = independent_source_count(into)
     Knowledge.objects.filter(pk=into.pk).update(source_count=count)
     return count
+
+
+def retract_unsupported(*, account_id: uuid.UUID, reason: str, actor: str,
+                        version_ids: list[Any] | None = None,
+                        message_ids: list[Any] | None = None) -> int:
+    """Retract knowledge whose last live source was among the removed ones."""
+    touched = Knowledge.objects.filter(account_id=account_id).filter(
+        Q(sources__document_version_id__in=version_ids or [])
+        | Q(sources__message_id__in=message_ids or [])).distinct()
+    retracted = 0
+    for item in touched:
+        live = KnowledgeSource.objects.filter(knowledge=item).filter(
+            Q(message__isnull=False) & ~Q(message_id__in=message_ids or [])
+            | Q(document_version__tombstoned_at__isnull=True, document_version__isnull=False)
+            & ~Q(document_version_id__in=version_ids or []))
+        if live.exists() or item.state == lifecycle.RETRACTED:
+            continue
+        transition(item, lifecycle.RETRACTED, actor=actor, reason=reason,
+                   verification=Knowledge.Verification.SOURCE_REMOVED)
+        retracted += 1
+    return retracted

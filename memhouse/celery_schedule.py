@@ -11,7 +11,7 @@ from celery.schedules import crontab
 BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # Every 10 minutes: re-enqueue messages whose pipeline dispatch was lost.
     "sweep-unprocessed-messages": {
-        "task": "knowledge.sweep_unprocessed",
+        "task": "governance.sweep_unprocessed",
         "schedule": crontab(minute="*/10"),
         "options": {"expires": 900},
     },

@@ -31,6 +31,22 @@ class IncomingMessage:
     occurred_at_given: bool = True
 
 
+# The intake tasks live a floor up (governance.tasks); governance.apps registers them here
+# so that storing an observation never imports governance.
+_INTAKE_TASKS: dict[str, Any] = {}
+
+
+def register_intake_tasks(*, messages: Any, document_version: Any) -> None:
+    _INTAKE_TASKS.update(messages=messages, document_version=document_version)
+
+
+def _intake_task(kind: str) -> Any:
+    try:
+        return _INTAKE_TASKS[kind]
+    except KeyError:  # a configuration error, not bad input
+        raise RuntimeError("no intake task registered (is 'governance' installed?)") from None
+
+
 def _enqueue_on_commit(task: Any, *args: Any) -> None:
     # robust: a broker outage must not fail a request whose data is already committed;
     # the sweeper re-enqueues work whose dispatch was lost.
@@ -70,8 +86,6 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
     The whole batch is checked before anything is written: an unknown peer, a reused
     client id with different content or an oversize text refuses the batch.
     """
-    from knowledge.tasks import process_messages as process_messages_task
-
     if not messages:
         raise ApplicationError("empty_batch", "send at least one message")
     if len(messages) > settings.MEMHOUSE_MAX_BATCH:
@@ -127,7 +141,7 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
         audit.append(account_id=principal.account_id, event_type="messages.ingested",
                      actor=_actor(principal), target_type="scope", target_id=str(scope.id),
                      payload={"count": len(new_ids)})
-        _enqueue_on_commit(process_messages_task, str(principal.account_id), new_ids)
+        _enqueue_on_commit(_intake_task("messages"), str(principal.account_id), new_ids)
     return results
 
 
@@ -185,8 +199,6 @@ def _decode(content: bytes, media_type: str) -> str:
 
 
 def _add_version(document: Document, content: bytes, media_type: str) -> DocumentVersion:
-    from knowledge.tasks import process_document_version as process_document_version_task
-
     text = _decode(content, media_type)
     if not text.strip():
         raise ApplicationError("empty_document", "the document has no text")
@@ -202,7 +214,8 @@ def _add_version(document: Document, content: bytes, media_type: str) -> Documen
         number=(last.number + 1) if last else 1, media_type=media_type, blob=content,
         sha256=digest, text=text)
     _write_chunks(version)
-    _enqueue_on_commit(process_document_version_task, str(document.account_id), str(version.id))
+    _enqueue_on_commit(_intake_task("document_version"), str(document.account_id),
+                       str(version.id))
     return version
 
 
@@ -251,7 +264,7 @@ def document_version_add(*, principal: Principal, document: Document, content: b
 @transaction.atomic
 def document_delete(*, principal: Principal, document: Document) -> int:
     """Tombstone the document and its versions; retract knowledge left with no source."""
-    from knowledge.ingest.pipeline import retract_unsupported
+    from knowledge.services import retract_unsupported
 
     now = timezone.now()
     Document.objects.filter(pk=document.pk).update(deleted_at=now)

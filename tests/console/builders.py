@@ -9,7 +9,7 @@ from typing import Any
 from django.test import Client
 
 from governance import services as gov_services
-from governance.gates import gate_b
+from governance.intake.gates import gate_b
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message, Peer

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from django.utils import timezone
 
-from governance.gates import gate_a, gate_b
+from governance.intake.gates import gate_a, gate_b
 from knowledge import services
 from knowledge.models import Knowledge, Message, Peer
 

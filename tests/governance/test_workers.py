@@ -193,7 +193,8 @@ def test_beat_schedule_entries_are_crontab_with_expiry():
     assert {v["task"] for v in ours.values()} == {
         "governance.expire_due", "governance.revalidate_due", "governance.age_overdue_reviews",
         "governance.decay_unanswered_questions", "governance.resolve_entities",
-        "governance.consolidate_duplicates", "governance.deduce"}
+        "governance.consolidate_duplicates", "governance.deduce",
+        "governance.sweep_unprocessed"}
     for entry in ours.values():
         assert isinstance(entry["schedule"], crontab)
         assert entry["options"]["expires"] > 0

@@ -6,9 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from governance.intake.pipeline import process_message
 from governance.models import PeerQuestion, Validation
 from knowledge import services
-from knowledge.ingest.pipeline import process_message
 from knowledge.models import Knowledge, KnowledgeSource, Message
 from memhouse.tenancy import account_context
 from retrieval.models import KnowledgeVector
@@ -254,7 +254,7 @@ def test_you_is_the_other_speaker_of_a_two_party_session(live_server, chat):
 
 
 def test_a_group_session_or_no_session_leaves_you_unresolved(live_server, chat):
-    from knowledge.ingest.pipeline import conversation_addressee
+    from governance.intake.pipeline import conversation_addressee
 
     with account_context(chat.account.id):
         services.peer_create(account_id=chat.account.id, key="dana", kind="human",

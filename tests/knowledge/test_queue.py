@@ -78,7 +78,7 @@ def test_broker_outage_keeps_messages_and_the_sweeper_resumes_work(live_server,
     assert r.status_code == 202  # the committed batch is not failed by the broker
     with account_context(w.account.id):
         assert Message.objects.filter(extracted_at__isnull=True).count() == 1
-    from knowledge.tasks import sweep_unprocessed
+    from governance.tasks import sweep_unprocessed
 
     assert sweep_unprocessed(older_than_seconds=0) == 1
     with start_worker(app, pool="solo", perform_ping_check=False, queues=[QUEUE],

@@ -135,7 +135,7 @@ def test_a_celery_task_leaves_no_account_on_the_connection(committed_world, sett
 
     before_pid = _pid()
     index_entities.delay(str(w.account.id), [str(item.id)])
-    from knowledge.tasks import sweep_unprocessed
+    from governance.tasks import sweep_unprocessed
 
     sweep_unprocessed.delay(older_than_seconds=0)  # enters every Account in turn
     assert _pid() == before_pid

@@ -17,14 +17,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
+from governance.intake.gates import gate_a, gate_b, normalised
 from knowledge import lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.lifecycle import transition
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Peer
+from knowledge.services import knowledge_propose
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,6 @@ class Outcome:
 def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: Any,
                       peers: dict[str, Peer], proposer: Peer | None, extractor: str,
                       source: dict[str, Any]) -> Knowledge | None:
-    from governance.gates import gate_a, gate_b
-    from knowledge.services import knowledge_propose
 
     subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
     if claim.subject_peer_key and subject is None:
@@ -232,8 +231,6 @@ def document_claims(version_text: str, *, names: dict[str, str], occurred_at: An
 def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid.UUID
                              ) -> Outcome:
     """Propose statements for a new version; supersede those it no longer supports."""
-    from governance.gates import normalised
-
     account_id = uuid.UUID(str(account_id))
     with account_context(account_id):
         version = DocumentVersion.objects.select_related("document__scope").filter(
@@ -281,24 +278,3 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
                            evidence={"document_version": version.number})
         enqueue_embedding(account_id, outcome.kept or [])
     return outcome
-
-
-def retract_unsupported(*, account_id: uuid.UUID, reason: str, actor: str,
-                        version_ids: list[Any] | None = None,
-                        message_ids: list[Any] | None = None) -> int:
-    """Retract knowledge whose last live source was among the removed ones."""
-    touched = Knowledge.objects.filter(account_id=account_id).filter(
-        Q(sources__document_version_id__in=version_ids or [])
-        | Q(sources__message_id__in=message_ids or [])).distinct()
-    retracted = 0
-    for item in touched:
-        live = KnowledgeSource.objects.filter(knowledge=item).filter(
-            Q(message__isnull=False) & ~Q(message_id__in=message_ids or [])
-            | Q(document_version__tombstoned_at__isnull=True, document_version__isnull=False)
-            & ~Q(document_version_id__in=version_ids or []))
-        if live.exists() or item.state == lifecycle.RETRACTED:
-            continue
-        transition(item, lifecycle.RETRACTED, actor=actor, reason=reason,
-                   verification=Knowledge.Verification.SOURCE_REMOVED)
-        retracted += 1
-    return retracted
