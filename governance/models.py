@@ -21,6 +21,8 @@ class Validation(models.Model):
         CONSENT = "consent"  # a promotion above peer level awaiting its subject's consent
         DISPUTE = "dispute"  # a subject contested the statement; a curator decides
         REVALIDATION = "revalidation"  # revalidate_after passed
+        # a newer claim from someone else says otherwise; a curator decides which holds
+        CONTRADICTION = "contradiction"
 
     class Status(models.TextChoices):
         OPEN = "open"

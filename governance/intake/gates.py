@@ -11,11 +11,13 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from governance.intake.junk import junk_reason
 from governance.models import Validation
 from governance.questions import validation_with_question
 from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
+from knowledge.services import knowledge_merge_sources
 
 PIPELINE = "system:pipeline"
 CONFIRMATION_WINDOW = timedelta(days=14)
@@ -43,14 +45,21 @@ def find_duplicate(item: Knowledge) -> Knowledge | None:
     return candidates.order_by("inserted_at").first()
 
 
-def gate_a(item: Knowledge) -> Knowledge | None:
-    """Keep the proposal, or reject it. A duplicate's provenance joins the original, so
+def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
+           names: frozenset[str] = frozenset()) -> Knowledge | None:
+    """Keep the proposal, or reject it. Junk (machine output, pings, content-free
+    fragments; see governance.intake.junk) is rejected with its reason and keeps its
+    provenance as decision evidence. A duplicate's provenance joins the original, so
     repeating a fact raises its independent-source count instead of adding a row.
-    Returns the row that now carries the claim, or None when it was rejected as noise."""
-    from knowledge.services import knowledge_merge_sources
-
+    Returns the row that now carries the claim, or None when it was rejected."""
     if len(_WORD.findall(item.statement)) < 2:
         transition(item, lifecycle.REJECTED, actor=PIPELINE, reason="f4_gate_a_noise",
+                   verification=Knowledge.Verification.GATE_REJECT)
+        return None
+    junk = junk_reason(statement=item.statement, excerpt=excerpt, message_text=message_text,
+                       names=names)
+    if junk is not None:
+        transition(item, lifecycle.REJECTED, actor=PIPELINE, reason=junk,
                    verification=Knowledge.Verification.GATE_REJECT)
         return None
     if item.source_count == 0:

@@ -19,7 +19,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from governance import belief_time
 from governance.intake.gates import gate_a, gate_b, normalised
+from governance.intake.supersession import settle_update
 from knowledge import lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
@@ -114,23 +116,31 @@ class Outcome:
 
 
 def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: Any,
+                      policy: belief_time.Policy,
                       peers: dict[str, Peer], proposer: Peer | None, extractor: str,
-                      source: dict[str, Any]) -> Knowledge | None:
-
+                      source: dict[str, Any], message_text: str = "",
+                      names: frozenset[str] = frozenset()) -> Knowledge | None:
+    """One claim through proposal (belief time stamped by policy), Gate A, Gate B and
+    the update rule."""
     subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
     if claim.subject_peer_key and subject is None:
         return None  # the extractor named a peer that does not exist: never guess
+    stamps = policy.stamps(kind=claim.kind, sensitivity=claim.sensitivity,
+                           inserted_at=timezone.now(), relevant_until=claim.relevant_until)
     item = knowledge_propose(
         account_id=account_id, statement=claim.statement, scope=scope, subject_peer=subject,
         actor=PIPELINE, kind=claim.kind,
         level=Knowledge.Level.PEER if subject else Knowledge.Level.SCOPE,
         confidence=claim.confidence, sensitivity=claim.sensitivity,
         relevant_from=claim.relevant_from, relevant_until=claim.relevant_until,
-        proposed_by=proposer, extractor=extractor, sources=[source])
-    kept = gate_a(item)
+        proposed_by=proposer, extractor=extractor, sources=[source], **stamps)
+    kept = gate_a(item, excerpt=source.get("excerpt", ""), message_text=message_text,
+                  names=names)
     if kept is None or kept.pk != item.pk:
-        return kept  # rejected as noise, or merged into an existing statement
-    return gate_b(item, self_observation=claim.self_observation)
+        return kept  # rejected as junk, or merged into an existing statement
+    item = gate_b(item, self_observation=claim.self_observation)
+    settle_update(item, actor=PIPELINE, names=names)
+    return item
 
 
 def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
@@ -166,12 +176,15 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
         if locked is None:
             return outcome  # another delivery got here first
         peers = {p.key: p for p in Peer.objects.filter(account_id=account_id)}
+        policy = belief_time.policy_for(locked.scope)
+        name_set = frozenset(names)
         for claim in claims:
             start, end = claim.evidence_span
             item = _propose_and_gate(
                 account_id=account_id, claim=claim, scope=locked.scope, peers=peers,
-                proposer=locked.peer, extractor=extractor_id,
-                source={"message": locked, "excerpt": locked.text[start:end][:500]})
+                policy=policy, proposer=locked.peer, extractor=extractor_id,
+                source={"message": locked, "excerpt": locked.text[start:end][:500]},
+                message_text=locked.text, names=name_set)
             outcome.proposed += 1
             if item is not None and item.state in _EMBEDDABLE:
                 outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
@@ -253,6 +266,7 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
             .distinct())
         by_text = {normalised(k.statement): k for k in previous}
         peers = {p.key: p for p in Peer.objects.filter(account_id=account_id)}
+        policy = belief_time.policy_for(document.scope)
         supported: set[uuid.UUID] = set()
         for claim, excerpt in claims:
             existing = by_text.get(normalised(claim.statement))
@@ -264,7 +278,8 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
                 continue
             item = _propose_and_gate(
                 account_id=account_id, claim=claim, scope=document.scope, peers=peers,
-                proposer=document.peer, extractor="document/sentences-v1",
+                policy=policy, names=frozenset(names), proposer=document.peer,
+                extractor="document/sentences-v1",
                 source={"document_version": version, "excerpt": excerpt[:500]})
             outcome.proposed += 1
             if item is not None:

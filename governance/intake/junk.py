@@ -1,0 +1,236 @@
+"""Gate A's model-free junk test: is a proposed statement worth remembering?
+
+Three families, each with its own rejection reason (rejected rows keep their provenance
+as decision evidence):
+
+* ``f4_gate_a_machine_output``: logs, metrics and health checks, heartbeats, cron
+  reports, JSON / YAML / XML payloads, stack traces, boot and config-load lines, tool-call
+  echoes and system-prompt restatements. Judged on the source text (the whole message and
+  the claim's own evidence span), because the extractor has already reworded the claim.
+* ``f4_gate_a_phatic``: acknowledgements, greetings and pings ("ok", "thanks!", "ping").
+* ``f4_gate_a_fragment``: what is left after splitting carries no content ("Sam said:
+  no changes.", "Sam is done.").
+
+Written by hand rather than with an NLP library: the signals are structural (does it parse
+as JSON, does a line start with a timestamp and a log level, is it a Python or Java
+trace) plus short word lists, and no packaged model classifies machine output. A
+first-person human sentence is kept unless the evidence is structural, so "I work on the
+logging team" or "my cron job backs up my photos" stay facts about a person.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+MACHINE_OUTPUT = "f4_gate_a_machine_output"
+PHATIC = "f4_gate_a_phatic"
+FRAGMENT = "f4_gate_a_fragment"
+
+_I = re.IGNORECASE
+_APOS = "'\u2019"  # straight and typographic apostrophes
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_M = re.MULTILINE
+
+# --- structural evidence: machine output whoever "says" it ---------------------------------
+
+_STACK_TRACE = re.compile(
+    r"Traceback \(most recent call last\)"
+    r"|^\s*File \"[^\"]+\", line \d+"
+    r"|^\s+at [\w$.<>]+\([\w$.]*(?:\.java|\.kt|\.scala)?:?\d*\)"  # Java / Kotlin frames
+    r"|^\s+at .+\(?[\w./\\-]+\.(?:js|ts|mjs|cjs):\d+:\d+\)?"  # JavaScript frames
+    r"|^Exception in thread \""
+    r"|^panic: |^goroutine \d+ \["
+    r"|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"  # ValueError: bad / KeyError
+    , _M)
+_TIMESTAMP = (r"(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+              r"|[A-Z][a-z]{2} {1,2}\d{1,2} \d{2}:\d{2}:\d{2}"  # syslog
+              r"|\[\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}\]"  # access log
+              r"|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|ERR|CRITICAL|FATAL|SEVERE)"
+_LOG_LINE = re.compile(
+    rf"^\s*\[?{_TIMESTAMP}\]?\s"  # a line that starts with a timestamp
+    rf"|^\s*\[?{_LEVEL}\]?[:\s]"  # or with a log level
+    rf"|\s\[?{_LEVEL}\]?\s+[\w./-]+(?::\d+)?[:\s]"  # "... INFO worker.py:88 ..."
+    r"|\blevel=(?:trace|debug|info|warn|warning|error|fatal)\b"
+    r"|\"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /\S* HTTP/\d(?:\.\d)?\" \d{3}"
+    r"|^\s*\[[\w.-]+\]\s+\d{1,3}(?:\.\d{1,3}){3}\b"  # "[nginx] 127.0.0.1 ..."
+    , _M)
+_KEY_VALUE = re.compile(r"\b[\w.-]+=[\w.%/:-]+")
+_XML = re.compile(r"^\s*<([A-Za-z][\w:.-]*)(?:\s[^>]*)?>.*</\1>\s*$|^\s*<\?xml", re.DOTALL)
+_YAML_LINE = re.compile(r"^\s*(?:- )?[\w.-]+:(?:\s+[^\s].*)?$")
+
+# --- lexical evidence: machine output unless a person speaks of themself -------------------
+
+_METRIC = re.compile(
+    r"\b(?:cpu|disk|mem|memory|ram|swap|load(?: average)?|latency|uptime|iops|qps|rps"
+    r"|p50|p95|p99|throughput|heap|inodes?|bandwidth|error rate|queue depth)\b"
+    r"[^.]{0,24}?\d+(?:\.\d+)?\s*(?:%|ms|s|mb|gb|kb|tb|/s)?"
+    r"|\d+(?:\.\d+)?\s*%\s*(?:full|used|free|idle|cpu|util)", _I)
+_HEALTH = re.compile(
+    r"\b(?:heartbeat|health ?check|healthz|readyz|liveness|readiness|keep-?alive)\b"
+    r"|\bstatus[:=]\s*(?:ok|up|green|healthy|pass(?:ing)?)\b"
+    r"|\ball systems (?:operational|nominal)\b|^\s*(?:ping|pong)\s*[.!?]*\s*$", _I | _M)
+_CRON = re.compile(
+    r"\bcron(?:tab)?\b[:\s]|\bexit (?:code|status) -?\d+\b"
+    r"|\b(?:job|task|run|build|backup|sync|deploy(?:ment)?|pipeline)\b[^.]{0,40}?"
+    r"\b(?:finished|completed|succeeded|failed|done)\b[^.]{0,20}?\bin \d+(?:\.\d+)?\s*"
+    r"(?:ms|s|sec|seconds|m|min)\b"
+    r"|\b\d+ (?:files|rows|records|objects|items) (?:processed|synced|copied|uploaded"
+    r"|written|deleted|indexed)\b", _I)
+_BOOT = re.compile(
+    r"\b(?:session|state|cache|snapshot|checkpoint) (?:restored|loaded|saved|flushed)\b"
+    r"|\b\d+ (?:plugins?|modules?|extensions?|handlers?|workers?|routes?|models?|tools?)"
+    r" (?:registered|loaded|initiali[sz]ed|started|mounted|enabled)\b"
+    r"|\blistening on (?:port |https?://|\d|\[|0\.0\.0\.0|localhost)"
+    r"|\b(?:server|service|daemon|worker|app(?:lication)?) (?:started|starting|ready|"
+    r"stopped|shutting down|booted)\b"
+    r"|\b(?:loaded|loading|reloaded|parsed|read) (?:config(?:uration)?|settings|env(?:ironment)?)"
+    r"(?: file)? from\b|\bconfig(?:uration)? (?:loaded|reloaded|parsed)\b"
+    r"|\bmigrations? (?:applied|complete)\b|\bready in \d+(?:\.\d+)?\s*m?s\b"
+    r"|\b(?:initiali[sz]ation|startup|boot) (?:complete|completed|finished|done)\b", _I)
+_TOOL_ECHO = re.compile(
+    r"\b(?:calling|invoking|running|executing) (?:the )?(?:tool|function)\b"
+    r"|\b(?:tool|function)[_ ]call\b|\btool[_ ]result\b|\"(?:tool|tool_name|function"
+    r"|arguments|args|tool_calls)\"\s*:|</?tool_call>|^\s*\[tool[:\]]"
+    r"|\b\w+\((?:\w+=[^,()]+,?\s*)+\)\s*(?:->|returned)", _I | _M)
+_SYSTEM_PROMPT = re.compile(
+    r"^\s*you are (?:a|an|the) [^.]{0,60}\b(?:assistant|agent|bot|chatbot|model|ai|"
+    r"expert|tutor|copilot)\b"
+    r"|\bas an ai(?: language)? model\b|\bsystem prompt\b"
+    r"|^\s*your (?:task|role|job|goal) is to\b|\b(?:always|only) respond (?:in|with)\b"
+    r"|\bdo not (?:reveal|disclose) (?:these|your|the) (?:instructions|prompt)\b", _I | _M)
+
+# A person speaking of themself ("I", "my", "we") in a sentence with a verb.
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|us)\b", _I)
+
+# --- phatic and content-free -----------------------------------------------------------------
+
+_PHATIC_WORDS = _words("""
+ok okay k kk okey alright allright sure yes yeah yep yup no nope nah thanks thank thx ty
+tysm cheers great cool nice awesome perfect lovely fine good gotcha got it noted roger
+understood lol lmao haha hahaha hehe rofl hmm hm mhm uh um oh ah wow hi hello hey hiya yo
+bye goodbye later cya see you soon morning evening night afternoon np problem worries
+welcome please sounds sound works ping pong test testing there you are u ur still alive
+yo hey talk ttyl brb gtg omg ooh aha indeed right exactly totally true agreed same here
+too me much lot very so really all set done just checking in
+""")
+_ATTRIBUTION = re.compile(
+    r"^\s*[\w.' -]{1,60}? (?:said|says|told [\w.' -]{1,60}?)"
+    r"(?::|,)?\s+", _I)
+_STOPWORDS = _words("""
+a an the and or but if so of to in on at by for with from as into onto than then that this
+these those it its it's is are was were be been being am do does did done have has had
+having not no nor yes very just also too only still even more most less least any some all
+each every both either neither such same other own there here what which who whom whose
+when where why how i me my we our you your he him his she her they them their one ones
+will would can could should shall may might must about above after again against before
+below between during over under up down out off once now new via per
+""")
+# Words that carry no claim of their own once the attribution is gone.
+_VAGUE = _words("""
+change changes changed thing things stuff something nothing anything everything update
+updates updated news same before usual fine good okay ok nope none nothing n/a na tbd
+done finished ready sure yes no see above below above-mentioned previous earlier later
+mine yours whatever
+""")
+_WORD = re.compile(rf"[^\W\d_][\w{_APOS}-]*")
+
+
+def _is_json_payload(text: str) -> bool:
+    body = text.strip()
+    if len(body) < 2 or body[0] not in "{[" or body[-1] not in "}]":
+        return False
+    try:
+        json.loads(body)
+    except ValueError:
+        # Unbalanced or truncated payloads still look like one: most characters are
+        # punctuation around quoted keys.
+        return bool(re.search(r"\"[\w.-]+\"\s*:", body))
+    return True
+
+
+def _is_yaml_block(text: str) -> bool:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if text.lstrip().startswith("---\n") and len(lines) >= 2:
+        return True
+    keyed = sum(1 for ln in lines if _YAML_LINE.match(ln))
+    return len(lines) >= 2 and keyed >= max(2, int(0.75 * len(lines)))
+
+
+def _symbol_heavy(text: str) -> bool:
+    """Mostly tokens that are no words: ids, numbers, paths, punctuation."""
+    tokens = text.split()
+    if len(tokens) < 4:
+        return False
+    wordy = sum(1 for t in tokens if re.fullmatch(r"[\"'(]*[^\W\d_]+[\"'),.!?;:]*", t))
+    return wordy / len(tokens) < 0.4
+
+
+def machine_output(text: str) -> bool:
+    """True when `text` is output of a program rather than something a person said."""
+    if not text or not text.strip():
+        return False
+    if (_STACK_TRACE.search(text) or _LOG_LINE.search(text) or _is_json_payload(text)
+            or _XML.match(text) or _is_yaml_block(text) or _TOOL_ECHO.search(text)):
+        return True
+    if len(_KEY_VALUE.findall(text)) >= 2:
+        return True
+    if _SYSTEM_PROMPT.search(text):
+        return True
+    lexical = (_METRIC.search(text) or _HEALTH.search(text) or _CRON.search(text)
+               or _BOOT.search(text))
+    if lexical and not _FIRST_PERSON.search(text):
+        return True
+    return _symbol_heavy(text) and not _FIRST_PERSON.search(text)
+
+
+def phatic(text: str) -> bool:
+    """Acknowledgements, greetings and pings: every word is small talk (emoji-only too)."""
+    words = [w.lower().strip(_APOS + "-") for w in _WORD.findall(text)]
+    if not words:
+        return not re.search(r"\d", text)  # "👍", "!!!", "..."
+    return all(w in _PHATIC_WORDS for w in words) and len(words) <= 8
+
+
+def claim_body(statement: str) -> str:
+    """The claim without its attribution ("Sam said: no changes." -> "no changes.")."""
+    return _ATTRIBUTION.sub("", statement, count=1)
+
+
+def content_words(text: str, *, names: frozenset[str] = frozenset()) -> list[str]:
+    out = []
+    for word in _WORD.findall(text):
+        low = word.lower().strip(_APOS + "-")
+        if low.endswith(("'s", "\u2019s")):
+            low = low[:-2]
+        if len(low) < 2 or low in _STOPWORDS or low in _VAGUE or low in names:
+            continue
+        out.append(low)
+    return out
+
+
+def junk_reason(*, statement: str, excerpt: str, message_text: str,
+                names: frozenset[str] = frozenset()) -> str | None:
+    """The reason to reject a proposed statement as not worth remembering, or None.
+
+    `excerpt` is the claim's evidence span, `message_text` the whole observation (empty
+    for a document sentence), `names` lower-cased names of known peers (a name alone is
+    no content)."""
+    body = claim_body(statement)
+    if (excerpt and machine_output(excerpt)) or machine_output(body):
+        return MACHINE_OUTPUT
+    # A pasted log or payload taints the whole message, but a person's own sentence
+    # around it ("I'm stuck at the airport, here is the error: ...") stays.
+    if message_text and machine_output(message_text) and not _FIRST_PERSON.search(excerpt):
+        return MACHINE_OUTPUT
+    if (message_text and phatic(message_text)) or phatic(body):
+        return PHATIC
+    if not content_words(body, names=names):
+        return FRAGMENT
+    return None

@@ -1,0 +1,330 @@
+"""Updates supersede: a new claim that replaces a current one about the same subject and
+the same attribute retires it, model-free.
+
+A pair is an update when all of these hold:
+
+1. same subject (the same peer, or both about the same scope) and the older row is
+   current (active, provisional or needs_revalidation) in the same scope;
+2. the two share an attribute *slot* (where someone lives, works, their appointment,
+   their diet, a favourite thing...; see SLOTS) and the new one states something the old
+   one does not;
+3. their embeddings are close (the same thing is being talked about);
+4. the slot holds one value at a time (a home, an employer), or it can hold several (a
+   person has many meetings) and the new claim carries update wording ("moved",
+   "rescheduled", "no longer", "instead", "now"...; see UPDATE_CUES).
+
+What then happens depends on who said it and when (governance.intake.pipeline):
+* the same peer, or the subject, and later in occurred_at: the old row is superseded in
+  the same transaction (reason f4_updated_by_source, `supersedes` set, a supersedes
+  relation for lineage);
+* an older message arriving late never retires the newer fact: the late claim itself is
+  superseded at once (f4_late_arrival);
+* anyone else: nothing is retired silently; a `contradicts` relation and an open
+  contradiction review on the current row for a curator.
+
+The word lists were written from how people state changes in conversation and email,
+not from one test file; the embedding threshold is a floor against unrelated pairs that
+happen to share a slot word.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Max
+
+from governance.intake.junk import claim_body, content_words
+from knowledge import lifecycle
+from knowledge.models import Knowledge
+
+_I = re.IGNORECASE
+
+_V = r"(?P<v>[\w@+().' /&-]{2,40}?)"  # a value, up to the end of its clause
+_END = r"(?=[.,;!?]|$| (?:and|but|with|since|now|these days|from|starting|as of|for)\b)"
+_K = r"(?P<k>[\w -]{3,40}?)"  # the thing an attribute belongs to ("the Q3 launch")
+_NAME = r"(?-i:[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"  # a proper name, case kept
+
+
+def _frames(*patterns: str) -> list[re.Pattern[str]]:
+    return [re.compile(p, _I) for p in patterns]
+
+
+# Attributes that hold one value at a time, as frames that capture the value (v) and, for
+# attributes of a thing, the thing (k). A new value in the same frame replaces the old
+# one without any cue ("Sam lives in Denver" -> "Sam lives in Austin").
+SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
+    "residence": _frames(
+        rf"\b(?:lives?|living|resides?|residing|settled) (?:now )?(?:in|at|on) {_V}{_END}",
+        rf"\bbased (?:now )?(?:in|at) {_V}{_END}",
+        rf"\b(?:moved|moving|relocated|relocating|moved back) (?:to|into) {_V}{_END}",
+        rf"\b(?:home )?address is (?:now )?{_V}{_END}",
+        rf"\bnew (?:home|address|place|apartment|flat|house) is (?:in |at |on )?{_V}{_END}"),
+    "employer": _frames(
+        rf"\b(?:works?|working|employed|job) (?:now )?(?:at|for) {_V}{_END}",
+        rf"\b(?:joined|started (?:a new job )?at|new job at|hired by|switched jobs to) "
+        rf"(?P<v>{_NAME}){_END}",
+        rf"\b(?P<v>(?:no longer|not|don't|doesn't) work(?:s|ing)? (?:at|for) [\w&.' -]{{2,40}}?)"
+        rf"{_END}",
+        rf"\b(?P<v>(?:quit|left|resigned from|laid off from|lost) (?:\w+'s |my |his |her )?"
+        rf"(?:job |position )?(?:at )?{_NAME}){_END}"),
+    "role": _frames(rf"\b(?:works?|working|job|employed|started|hired) as (?:an? )?{_V}{_END}",
+                    rf"\b(?:promoted to|new role is|title is (?:now )?) (?:an? )?{_V}{_END}"),
+    "relationship": _frames(
+        r"\b(?:is|am|are|got|getting|now) (?:now )?(?P<v>married|engaged|single|divorced"
+        r"|separated|widowed)\b",
+        rf"\b(?P<v>broke up|split up|(?:is|am|are|been|now) (?:dating|seeing) {_NAME})\b"),
+    "diet": _frames(
+        r"\b(?:is|am|are|went|going|gone|became|become|turned|now|eat|eats|eating) "
+        r"(?:fully |strictly |mostly |now )?(?P<v>vegan|vegetarian|pescatarian|keto|paleo"
+        r"|gluten-free|dairy-free|plant-based|carnivore)\b",
+        r"\b(?P<v>(?:no longer|stopped|quit|don't|doesn't|not|no more) "
+        r"(?:eat(?:s|ing)? |drink(?:s|ing)? )?(?:meat|fish|dairy|gluten|sugar|pork|beef"
+        r"|alcohol|caffeine|coffee))\b"),
+    "phone": _frames(r"\b(?:phone|cell|mobile|number)(?: number)? is (?:now )?"
+                     r"(?P<v>\+?[\d][\d ().-]{5,}\d)"),
+    "email": _frames(r"\b(?:e-?mail|address)(?: address)? is (?:now )?(?P<v>[\w.+-]+@[\w.-]+)"),
+    "car": _frames(rf"\b(?:drives?|driving) (?:an?|the|my|his|her|their) (?:new |used |old )?"
+                   rf"{_V}{_END}",
+                   rf"\bcar is (?:now )?(?:an? )?{_V}{_END}"),
+    "school": _frames(rf"\b(?:studies|studying|enrolled|student|teaches|teaching) at {_V}{_END}",
+                      r"\b(?:goes|going|transferred|switched) to (?P<v>[\w .'-]{2,40}?"
+                      r"(?:school|university|college|academy))\b"),
+    "manager": _frames(rf"\b(?:reports? to|manager is|boss is) (?:now )?{_V}{_END}"),
+    "team": _frames(r"\b(?:on|in|joined|moved to|switched to) the (?P<v>[\w -]{2,30}?) team\b"),
+    "lead": _frames(rf"\b(?:the )?{_K} is (?:now )?(?:led|owned|run|managed|handled) by {_V}{_END}",
+                    rf"\b(?:lead|owner|point person|dri) (?:for|on|of) (?:the )?{_K} is "
+                    rf"(?:now )?{_V}{_END}"),
+    "priority": _frames(r"\b(?:the )?(?P<k>[\w -]{3,40}?) is (?:now )?(?:a |the )?"
+                        r"(?P<v>p[0-4]|(?:top|high|highest|low|lowest|medium|normal) priority)\b",
+                        rf"\bpriority (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}"),
+    "status": _frames(rf"\bstatus (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}"),
+    "deadline": _frames(rf"\b(?:the )?{_K} is (?:now )?due (?:on |by )?{_V}{_END}",
+                        rf"\bdeadline (?:for (?:the )?{_K} )?(?:is|moved to|pushed to|changed to"
+                        rf"|is now) {_V}{_END}"),
+    "favorite": _frames(rf"\bfavou?rite (?P<k>[a-z]+(?: [a-z]+)?) is (?:now )?{_V}{_END}",
+                        r"\b(?P<v>[\w .'-]{2,40}?) is (?:now )?(?:\w+'s |my |his |her |their )?"
+                        r"(?:new )?favou?rite (?P<k>[a-z]+)\b"),
+    "age": _frames(r"\b(?:is|am|are) (?P<v>\d{1,3}) years? old\b",
+                   r"\b(?:turned|turns|turning) (?P<v>\d{1,3})\b(?![.,:-]?\d| (?:kids|times|"
+                   r"minutes|hours|days|weeks|months|percent|%))"),
+    "timezone": _frames(rf"\btime ?zone is (?:now )?{_V}{_END}"),
+}
+# Things a person has several of (meetings, flights): a claim replaces another only when
+# it says it is a change ("moved", "rescheduled", "instead") and names the same thing.
+MULTI_HEADS = re.compile(
+    r"\b(?:appointment|appt|check-?up|consultation|surgery|meeting|standup|stand-up|1:1"
+    r"|one-on-one|interview|reservation|booking|flight|dinner|lunch|brunch|party|wedding"
+    r"|launch|release|rollout|go-live|kickoff|demo|review|class|lesson|exam|pickup|pick-up"
+    r"|delivery|deadline|recital|rehearsal|call)\b", _I)
+SCHEDULE_CUES = re.compile(
+    r"\b(?:moved|rescheduled?|postponed|pushed (?:back|out|to)|delayed|brought forward"
+    r"|bumped|changed|switched|swapped|now (?:on|at|in|for)|instead|cancel+ed|called off"
+    r"|new (?:date|time|day|slot)|not (?:on|at) [\w:]+ (?:but|anymore)|any ?more|no longer)\b",
+    _I)
+# General update wording, kept on the lineage evidence.
+UPDATE_CUES = re.compile(
+    r"\b(?:moved|rescheduled?|postponed|pushed|delayed|changed|switched|swapped|now"
+    r"|no longer|not any ?more|any ?more|instead|new|updated?|actually|turns out|as of"
+    r"|from now on|these days|replaced|relocated|cancel+ed|called off|quit|left|resigned"
+    r"|became|promoted|transferred|took over)\b", _I)
+
+
+# How close two statements must be, in the default embedding space, to be about the same
+# thing; below it a shared slot word is a coincidence.
+SINGLE_MIN_COSINE = 0.4
+MULTI_MIN_COSINE = 0.5
+CANDIDATE_LIMIT = 200
+CANDIDATE_STATES = (lifecycle.ACTIVE, lifecycle.PROVISIONAL, lifecycle.NEEDS_REVALIDATION)
+
+
+@dataclass(frozen=True)
+class Update:
+    old: Knowledge
+    slot: str
+    cosine: float
+    cue: bool
+
+
+def _norm(value: str) -> str:
+    value = re.sub(r"^(?:the|a|an|my|our|his|her|their)\s+", "", value.strip().lower())
+    return " ".join(value.split())
+
+
+# Values that name no value ("working at it", "lives at home" is no address).
+_EMPTY_VALUES = frozenset({"it", "this", "that", "them", "there", "here", "home", "all",
+                           "least", "last", "first", "times", "the moment", "once"})
+
+
+def single_slots(statement: str) -> dict[str, str]:
+    """slot key -> value for the one-value attributes a statement states."""
+    body = claim_body(statement)
+    found: dict[str, str] = {}
+    for name, frames in SINGLE_SLOTS.items():
+        for frame in frames:
+            match = frame.search(body)
+            if match is None:
+                continue
+            groups = match.groupdict()
+            if _norm(groups["v"]).rstrip(".") in _EMPTY_VALUES:
+                continue
+            key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
+            found.setdefault(key, _norm(groups["v"]))
+            break
+    return found
+
+
+def multi_heads(statement: str) -> set[str]:
+    return {m.group(0).lower() for m in MULTI_HEADS.finditer(claim_body(statement))}
+
+
+def has_update_cue(statement: str) -> bool:
+    return bool(UPDATE_CUES.search(claim_body(statement)))
+
+
+def _differs(new: str, old: str) -> bool:
+    return bool(new) and bool(old) and new != old and new not in old and old not in new
+
+
+def _says_more(new: str, old: str, names: frozenset[str]) -> bool:
+    """The new claim carries something the old one does not (not a restatement)."""
+    return bool(set(content_words(claim_body(new), names=names))
+                - set(content_words(claim_body(old), names=names)))
+
+
+def _cosines(new: str, olds: list[str]) -> list[float]:
+    from retrieval.embedding import get_embedder
+
+    vectors = get_embedder().embed_documents([new, *olds])
+    head = vectors[0]
+    return [sum(a * b for a, b in zip(head, v, strict=True)) for v in vectors[1:]]
+
+
+def is_candidate(statement: str) -> bool:
+    """Could this claim update anything at all? (Most claims cannot: no query then.)"""
+    return bool(single_slots(statement)) or bool(
+        multi_heads(statement) and SCHEDULE_CUES.search(claim_body(statement)))
+
+
+def best_update(statement: str, olds: list[str], *, names: frozenset[str] = frozenset()
+                ) -> tuple[int, str, float, bool] | None:
+    """Pure part of the rule: which of `olds` (same subject, current) `statement` updates,
+    as (index, slot, cosine, cue), or None."""
+    single = single_slots(statement)
+    heads = multi_heads(statement) if SCHEDULE_CUES.search(claim_body(statement)) else set()
+    if not single and not heads:
+        return None
+    shared: list[tuple[int, str, bool]] = []
+    for index, old in enumerate(olds):
+        old_single = single_slots(old)
+        same = [k for k in single if k in old_single and _differs(single[k], old_single[k])]
+        if same:
+            shared.append((index, same[0], True))
+            continue
+        common = heads & multi_heads(old)
+        if common and _says_more(statement, old, names):
+            shared.append((index, sorted(common)[0], False))
+    if not shared:
+        return None
+    cosines = _cosines(statement, [olds[index] for index, _, _ in shared])
+    cue = has_update_cue(statement)
+    best: tuple[int, str, float, bool] | None = None
+    for (index, slot, is_single), cos in zip(shared, cosines, strict=True):
+        floor = SINGLE_MIN_COSINE if is_single else MULTI_MIN_COSINE
+        if cos >= floor and (best is None or cos > best[2]):
+            best = (index, slot, round(cos, 4), cue)
+    return best
+
+
+def find_update(item: Knowledge, *, names: frozenset[str] = frozenset()) -> Update | None:
+    """The current row that `item` (just placed) updates, if any: the closest match."""
+    if not is_candidate(item.statement):
+        return None  # most claims: no query at all
+    candidates = list(
+        Knowledge.objects.filter(account_id=item.account_id, scope_id=item.scope_id,
+                                 subject_peer_id=item.subject_peer_id,
+                                 state__in=CANDIDATE_STATES)
+        .exclude(pk=item.pk).order_by("-inserted_at")[:CANDIDATE_LIMIT])
+    found = best_update(item.statement, [c.statement for c in candidates], names=names)
+    if found is None:
+        return None
+    index, slot, cosine, cue = found
+    return Update(old=candidates[index], slot=slot, cosine=cosine, cue=cue)
+
+
+def said_at(item: Knowledge) -> datetime | None:
+    """When the newest message supporting `item` was said (None for documents only)."""
+    value: Any = item.sources.aggregate(at=Max("message__occurred_at"))["at"]
+    return value
+
+
+def speakers(item: Knowledge) -> set[Any]:
+    """Peers whose messages support `item`, plus its proposer."""
+    ids = set(item.sources.filter(message__isnull=False)
+              .values_list("message__peer_id", flat=True))
+    if item.proposed_by_id:
+        ids.add(item.proposed_by_id)
+    return ids
+
+
+def _link(*, source: Knowledge, target: Knowledge, type_: str, confidence: float) -> None:
+    from knowledge.models import Relation
+
+    Relation.objects.get_or_create(account_id=source.account_id, source=source, target=target,
+                                   type=type_, defaults={"confidence": confidence})
+
+
+def _mark_supersedes(newer: Knowledge, older: Knowledge, *, confidence: float) -> None:
+    from knowledge.models import Relation
+
+    if newer.supersedes_id is None:
+        # Not the statement or the state: the immutability trigger allows it.
+        Knowledge.objects.filter(pk=newer.pk).update(supersedes=older)
+        newer.supersedes_id = older.pk
+    _link(source=newer, target=older, type_=Relation.Type.SUPERSEDES, confidence=confidence)
+
+
+def settle_update(item: Knowledge, *, actor: str,
+                  names: frozenset[str] = frozenset()) -> str | None:
+    """Apply the update rule to a freshly placed row. Returns what happened:
+    "superseded_old", "late_arrival", "contradiction" or None. Call inside the
+    transaction that placed `item`."""
+    from governance.models import Validation
+    from knowledge.lifecycle import transition
+    from knowledge.models import Relation
+
+    if item.state not in (lifecycle.ACTIVE, lifecycle.PROVISIONAL):
+        return None  # held rows wait for a curator; rejected ones replace nothing
+    update = find_update(item, names=names)
+    if update is None:
+        return None
+    old = update.old
+    evidence = {"slot": update.slot, "cosine": update.cosine, "cue": update.cue}
+    new_at, old_at = said_at(item), said_at(old)
+    new_speakers, old_speakers = speakers(item), speakers(old)
+    by_source = (item.subject_peer_id is not None and item.subject_peer_id in new_speakers) \
+        or bool(new_speakers & old_speakers)
+    if not by_source:
+        # Someone else says otherwise: nothing is retired silently.
+        _link(source=item, target=old, type_=Relation.Type.CONTRADICTS,
+              confidence=update.cosine)
+        Validation.objects.get_or_create(
+            account_id=old.account_id, knowledge=old, kind=Validation.Kind.CONTRADICTION,
+            status=Validation.Status.OPEN,
+            defaults={"reason": "f4_update_contradicted", "target_scope": old.scope,
+                      "note": f"contradicted by {item.pk}"})
+        return "contradiction"
+    if new_at is not None and old_at is not None and new_at < old_at:
+        # An older message arriving late never retires the newer fact.
+        _mark_supersedes(old, item, confidence=update.cosine)
+        transition(item, lifecycle.SUPERSEDED, actor=actor, reason="f4_late_arrival",
+                   verification=Knowledge.Verification.GATE_KEEP,
+                   evidence={**evidence, "superseded_by": str(old.pk)})
+        return "late_arrival"
+    _mark_supersedes(item, old, confidence=update.cosine)
+    transition(old, lifecycle.SUPERSEDED, actor=actor, reason="f4_updated_by_source",
+               verification=Knowledge.Verification.GATE_KEEP,
+               evidence={**evidence, "superseded_by": str(item.pk)})
+    return "superseded_old"
