@@ -34,8 +34,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from knowledge import lifecycle
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Relation
-from knowledge.selectors import visible_knowledge
+from knowledge.selectors import sensitivity_q, visible_knowledge
 from memhouse.errors import NotFound
 from memhouse.principal import Reader
 from retrieval.stable_profile import readable_scope_ids
@@ -151,6 +152,11 @@ class _Traversal:
     def visible(self) -> QuerySet[Knowledge]:
         return visible_knowledge(reader=self.reader, scope_ids=self.scope_ids, at=self.now)
 
+    def history(self) -> QuerySet[Knowledge]:
+        return Knowledge.objects.filter(
+            account_id=self.reader.account_id, scope_id__in=list(self.scope_ids),
+            state=lifecycle.SUPERSEDED).filter(sensitivity_q(self.reader))
+
     def neighbours(self, k: Knowledge) -> list[_Neighbour]:
         out: list[_Neighbour] = []
         for mid, dvid, excerpt in (KnowledgeSource.objects.filter(knowledge_id=k.pk)
@@ -182,6 +188,10 @@ class _Traversal:
         if k_ids:
             visible = {k.id: k for k in self.visible().filter(pk__in=k_ids)
                        .select_related("scope", "subject_peer")}
+            # History: a superseded row is member-visible (not searchable), so the chain
+            # of an update stays inspectable under the same scope and sensitivity filters.
+            visible.update({k.id: k for k in self.history().filter(pk__in=k_ids)
+                            .select_related("scope", "subject_peer")})
             existing = set(Knowledge.objects.filter(pk__in=k_ids).values_list("id", flat=True))
             for kid in k_ids:
                 if kid in visible:
