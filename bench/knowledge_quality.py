@@ -54,7 +54,6 @@ Output keys: see bench/README.md ("Knowledge quality").
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -84,6 +83,7 @@ CASES = ("same_speaker", "late_arrival", "third_party")
 SUPERSEDING_CASES = ("same_speaker", "late_arrival")
 JUNK_VISIBLE_STATES = frozenset({"active", "provisional", "held"})
 KEPT_STATES = frozenset({"active", "provisional"})
+CURATOR_VALIDATIONS = frozenset({"review", "dispute"})  # governance.models.Validation.Kind
 GOAL = 0.95
 
 SUBPROCESS_SETTINGS = '''\
@@ -107,11 +107,14 @@ def normalise(text: str) -> str:
 
 def mentions(text: str | None, value: str) -> bool:
     """`value` occurs in `text` as whole words, case-insensitively, punctuation ignored
-    ("555-0142" matches "555 0142", "Paws & Claws" matches "paws and... " only with '&')."""
+    ("555-0142" matches "555 0142", "Paws & Claws" matches "paws claws"); its last word
+    may carry a plural or third-person "s"/"es" ("bike" matches "bikes")."""
     if not text:
         return False
-    v = normalise(value)
-    return v.strip() != "" and v in normalise(text)
+    v = normalise(value).strip()
+    if not v:
+        return False
+    return re.search(" " + re.escape(v) + "(?:e?s)? ", normalise(text)) is not None
 
 
 def value_outcome(statements: list[str], old_value: str, new_value: str) -> dict[str, Any]:
@@ -531,12 +534,14 @@ def judge_lifecycle(u: dict[str, Any], rows: dict[str, list[dict[str, Any]]]
         any(r["supersedes"] in new_ids for r in old)
     contradicts = any(t == "contradicts" and other in (new_ids | old_ids)
                       for r in old + new for t, other in r["relations"])
-    review = any(r["open_validations"] for r in old + new)
+    # curator-facing work on either row; a subject confirmation question is not a review
+    review = any(v.split(":", 1)[0] in CURATOR_VALIDATIONS
+                 for r in old + new for v in r["open_validations"])
+    keys = ("id", "state", "state_reason", "subject", "statement", "supersedes",
+            "open_validations", "relations")
     return {
-        "old_rows": [{k: r[k] for k in ("id", "state", "state_reason", "statement",
-                                         "supersedes", "open_validations")} for r in old],
-        "new_rows": [{k: r[k] for k in ("id", "state", "state_reason", "statement",
-                                         "supersedes", "open_validations")} for r in new],
+        "old_rows": [{k: r[k] for k in keys} for r in old],
+        "new_rows": [{k: r[k] for k in keys} for r in new],
         "old_extracted": bool(old), "new_extracted": bool(new),
         "old_usable": old_usable, "new_usable": new_usable,
         "old_left_use": bool(old) and not old_usable,
@@ -584,6 +589,12 @@ def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]]
     return out
 
 
+def _row_line(r: dict[str, Any]) -> str:
+    extra = "".join(f" {x}" for x in r["open_validations"])
+    extra += "".join(f" {t}->{o[:8]}" for t, o in r["relations"])
+    return f"[{r['state']} {r['state_reason']} subject={r['subject']}{extra}] {r['statement']}"
+
+
 def failures(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
              ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
@@ -599,18 +610,20 @@ def failures(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
                     "what": what, "statements": m["statements"]})
     for u in updates:
         lc = u["lifecycle"]
-        problems = []
+        problems: list[str] = []
+        notes: list[str] = []  # third party: reads may keep the old value; see lifecycle
         for via in ("search", "ask"):
             r = u[via]
             if r.get("error"):
                 problems.append(f"{via}: error {r['error']}")
                 continue
+            sink = notes if u["case"] == "third_party" else problems
             if not r["current_first"]:
-                problems.append(f"{via}: " + ("neither value in the results"
-                                              if r["first_value_rank"] is None else
-                                              f"old value first (rank {r['first_value_rank']})"))
+                sink.append(f"{via}: " + ("neither value in the results"
+                                          if r.get("first_value_rank") is None else
+                                          f"old value first (rank {r['first_value_rank']})"))
             if not r["stale_hidden"]:
-                problems.append(f"{via}: stale statement at rank(s) {r['stale_ranks']}")
+                sink.append(f"{via}: stale statement at rank(s) {r.get('stale_ranks')}")
         if u["case"] == "third_party":
             if not lc["not_silently_retired"]:
                 problems.append("lifecycle: old fact " + ("never extracted" if not
@@ -621,13 +634,13 @@ def failures(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
                 problems.append("lifecycle: old message produced no statement")
             if not lc["new_usable"]:
                 problems.append("lifecycle: no usable statement of the new value")
-        if problems:
+        if problems or notes:
             out.append({"id": u["id"], "kind": "update", "case": u["case"],
-                        "attribute": u["attribute"], "what": problems,
+                        "attribute": u["attribute"], "what": problems, "notes": notes,
                         "search_top": u["search"].get("top", []),
                         "ask_answer": u["ask"].get("answer"),
-                        "old_rows": [f"[{r['state']}] {r['statement']}" for r in lc["old_rows"]],
-                        "new_rows": [f"[{r['state']}] {r['statement']}" for r in lc["new_rows"]]})
+                        "old_rows": [_row_line(r) for r in lc["old_rows"]],
+                        "new_rows": [_row_line(r) for r in lc["new_rows"]]})
     return out
 
 
