@@ -476,6 +476,8 @@ def rows_by_message(account_id: Any, client_ids: list[str]) -> dict[str, list[di
             for s in srcs:
                 k = s.knowledge
                 kids.add(k.id)
+                if s.message is None or s.message.client_message_id is None:
+                    continue
                 out[s.message.client_message_id].append({
                     "id": str(k.id), "statement": k.statement, "state": k.state,
                     "state_reason": k.state_reason,
@@ -564,18 +566,19 @@ def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]]
                                    "attribute": u["attribute"], "question": u["question"],
                                    "old_value": u["old_value"], "new_value": u["new_value"]}
             try:
-                body = mh.search(u["question"], scope=scope, peer_key=u["speaker"],
-                                 profile=profile, limit=top_k)
-                stmts = [c["statement"] for c in body["candidates"]]
+                found = mh.search(u["question"], scope=scope, peer_key=u["speaker"],
+                                  profile=profile, limit=top_k)
+                stmts = [c["statement"] for c in found["candidates"]]
                 res["search"] = {**value_outcome(stmts, u["old_value"], u["new_value"]),
                                  "top": stmts[:5]}
             except Exception as exc:
                 res["search"] = {"current_first": False, "stale_hidden": False,
                                  "error": repr(exc)[:300]}
             try:
-                body = mh.ask(u["question"], scope=scope, peer_key=u["speaker"])
-                stmts = list(body.get("supporting_statements") or [])
-                answer = body.get("answer") or ""
+                body: dict[str, Any] = mh.ask(u["question"], scope=scope,
+                                              peer_key=u["speaker"])
+                stmts = [str(x) for x in body.get("supporting_statements") or []]
+                answer = str(body.get("answer") or "")
                 outcome = value_outcome(stmts, u["old_value"], u["new_value"])
                 if not stmts and answer:  # an answer without its statements: the text
                     outcome = value_outcome([answer], u["old_value"], u["new_value"])
