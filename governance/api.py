@@ -43,6 +43,7 @@ def knowledge_out(k: Knowledge) -> dict[str, Any]:
         "inserted_at": _ts(k.inserted_at), "updated_at": _ts(k.updated_at),
         "revalidate_after": _ts(k.revalidate_after), "expires_at": _ts(k.expires_at),
         "relevant_from": _ts(k.relevant_from), "relevant_until": _ts(k.relevant_until),
+        "supersedes": str(k.supersedes_id) if k.supersedes_id else None,
         "lifecycle_doc": f"/docs/lifecycle.md#{k.state}",
     }
 
@@ -160,6 +161,65 @@ class CuratorPromoteApi(APIView):
         return Response({"knowledge": knowledge_out(item)}, status=202)
 
 
+class CuratorEditApi(APIView):
+    """POST {"statement", "note"}: correct a statement (a new row supersedes it)."""
+
+    permission_classes = [IsHumanCurator]
+
+    class InputSerializer(_NoteInput):
+        statement = serializers.CharField(max_length=services.MAX_STATEMENT_CHARS)
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        new = services.knowledge_edit(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(new), "superseded": [str(item.pk)]},
+                        status=201)
+
+
+class CuratorMergeApi(APIView):
+    """POST {"ids": [...], "statement", "note"}: merge statements about one subject in
+    one scope into one row; each original is superseded."""
+
+    permission_classes = [IsHumanCurator]
+
+    class InputSerializer(_NoteInput):
+        ids = serializers.ListField(child=serializers.UUIDField(), min_length=2,
+                                    max_length=services.MAX_MERGE)
+        statement = serializers.CharField(max_length=services.MAX_STATEMENT_CHARS,
+                                          required=False)
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        items = [selectors.knowledge_for_curator(principal=p, knowledge_id=i) for i in v["ids"]]
+        new = services.knowledge_merge(items=items, actor=p.peer, statement=v.get("statement"),
+                                       note=v["note"])
+        return Response({"knowledge": knowledge_out(new),
+                         "superseded": [str(i) for i in v["ids"]]}, status=201)
+
+
+class CuratorContradictionApi(APIView):
+    """POST {"outcome": "keep"|"retire", "note"}: settle a contradiction review."""
+
+    permission_classes = [IsHumanCurator]
+
+    class InputSerializer(_NoteInput):
+        outcome = serializers.ChoiceField(choices=["keep", "retire"])
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        item = services.contradiction_resolve(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
 # --- subjects ---------------------------------------------------------------------------
 
 class MyKnowledgeApi(APIView):
@@ -205,6 +265,22 @@ class MyKnowledgeContestApi(_SubjectReasonedActionApi):
     """POST {"reason": "..."} (required)."""
 
     act = staticmethod(services.knowledge_contest)
+
+
+class MyKnowledgeCorrectApi(APIView):
+    """POST {"statement", "reason"}: my statement is outdated; this is what is true now."""
+
+    class InputSerializer(_ReasonInput):
+        statement = serializers.CharField(max_length=services.MAX_STATEMENT_CHARS)
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        new = services.knowledge_correct(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(new), "superseded": [str(item.pk)]},
+                        status=201)
 
 
 class MyKnowledgeRedactApi(_SubjectReasonedActionApi):

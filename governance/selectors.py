@@ -106,18 +106,27 @@ def _require_human(principal: Principal) -> None:
 
 def curator_queue(*, principal: Principal, state: str | None = None, cursor: str | None = None,
                   limit: int = DEFAULT_LIMIT) -> Page:
-    """Held and contested statements awaiting a curator, newest first, with their open
+    """Held and contested statements awaiting a curator, and current statements with an
+    open contradiction review ("contradiction"), newest first, with their open
     validations. Never provisional rows."""
-    states: tuple[str, ...] = QUEUE_STATES
-    if state:
-        if state not in QUEUE_STATES:
-            raise ApplicationError("invalid_state", "the queue holds 'held' or 'contested'")
-        states = (state,)
+    contradicted = Q(validations__kind=Validation.Kind.CONTRADICTION,
+                     validations__status=Validation.Status.OPEN,
+                     state__in=sorted(lifecycle.CURATOR_VISIBLE & lifecycle.CURRENT))
+    if state and state not in (*QUEUE_STATES, "contradiction"):
+        raise ApplicationError("invalid_state",
+                               "the queue holds 'held', 'contested' or 'contradiction'")
+    if state == "contradiction":
+        which = contradicted
+    elif state:
+        which = Q(state=state)
+    else:
+        which = Q(state__in=QUEUE_STATES) | contradicted
     open_validations = Prefetch(
         "validations", queryset=Validation.objects.filter(status=Validation.Status.OPEN)
         .select_related("target_scope").order_by("created_at"), to_attr="open_validations")
-    qs = (_knowledge_qs().filter(account_id=principal.account_id, state__in=states)
-          .filter(_scope_filter(principal)).prefetch_related(open_validations))
+    ids = _knowledge_qs().filter(account_id=principal.account_id).filter(which).values("id")
+    qs = (_knowledge_qs().filter(pk__in=ids).filter(_scope_filter(principal))
+          .prefetch_related(open_validations))
     return paginate(qs, time_field="updated_at", cursor=cursor, limit=limit)
 
 

@@ -454,3 +454,152 @@ def question_answer(*, question: PeerQuestion, actor: Peer, answer: str) -> Peer
     q.answered_at = timezone.now()
     q.save(update_fields=["status", "answer", "answered_at"])
     return q
+
+
+# --- corrections: curator edit and merge, a subject's correction --------------------------
+
+# States a correction may retire (those with an edge to superseded).
+CORRECTABLE = frozenset(s for s in lifecycle.STATES
+                        if s != lifecycle.PROPOSED and lifecycle.SUPERSEDED in lifecycle.EDGES[s])
+MAX_STATEMENT_CHARS = 2000
+MAX_MERGE = 20
+
+
+def _statement_text(statement: str | None) -> str:
+    text = " ".join((statement or "").split())
+    if not text:
+        raise ApplicationError("statement_required", "the corrected statement needs text")
+    if len(text) > MAX_STATEMENT_CHARS:
+        raise ApplicationError("statement_too_long",
+                               f"a statement is limited to {MAX_STATEMENT_CHARS} characters")
+    return text
+
+
+def _replace(originals: list[Knowledge], *, statement: str, actor: Peer, accept_reason: str,
+             retire_reason: str, verification: str, note: str) -> Knowledge:
+    """Mint the replacement of `originals` (provenance union, the first one's subject,
+    scope, level, kind and valid time; the strictest sensitivity), make it active, and
+    supersede every original, all in the caller's transaction and only through
+    lifecycle.transition. The first original is what the new row `supersedes`."""
+    from governance import belief_time
+    from governance.intake.pipeline import enqueue_embedding
+    from knowledge.ingest.extraction import stricter_sensitivity
+    from knowledge.models import KnowledgeSource, Relation
+    from knowledge.services import knowledge_propose
+
+    first = originals[0]
+    for item in originals:
+        if item.state not in CORRECTABLE:
+            raise _conflict("not_correctable", f"a {item.state} statement cannot be corrected")
+        if _is_promotion(open_validation(item, V.Kind.REVIEW), item) and \
+                item.state == lifecycle.HELD:
+            raise _conflict("promotion_pending", "decide the pending promotion first")
+    sources: dict[tuple[str, Any], str] = {}
+    for src in KnowledgeSource.objects.filter(knowledge__in=originals).order_by("created_at"):
+        key = ("message_id", src.message_id) if src.message_id else (
+            "document_version_id", src.document_version_id)
+        sources.setdefault(key, src.excerpt)
+    sensitivity = first.sensitivity
+    for item in originals[1:]:
+        sensitivity = stricter_sensitivity(sensitivity, item.sensitivity)
+    policy = belief_time.policy_for(first.scope)
+    new = knowledge_propose(
+        account_id=first.account_id, statement=statement, scope=first.scope,
+        subject_peer=first.subject_peer, actor=actor, kind=first.kind, level=first.level,
+        confidence=max(item.confidence for item in originals), sensitivity=sensitivity,
+        relevant_from=first.relevant_from, relevant_until=first.relevant_until,
+        proposed_by=actor, extractor="governance/correction",
+        sources=[{key: value, "excerpt": excerpt} for (key, value), excerpt in sources.items()],
+        **policy.stamps(kind=first.kind, sensitivity=sensitivity, inserted_at=timezone.now(),
+                        relevant_until=first.relevant_until))
+    Knowledge.objects.filter(pk=new.pk).update(supersedes=first)
+    new.supersedes_id = first.pk
+    evidence = {"replaces": [str(item.pk) for item in originals], "note": note}
+    new = transition(new, lifecycle.ACTIVE, actor=actor, reason=accept_reason,
+                     verification=verification, evidence=evidence)
+    for item in originals:
+        Relation.objects.get_or_create(account_id=new.account_id, source=new, target=item,
+                                       type=Relation.Type.SUPERSEDES)
+        transition(item, lifecycle.SUPERSEDED, actor=actor, reason=retire_reason,
+                   verification=verification,
+                   evidence={"superseded_by": str(new.pk), "note": note})
+        close_open_work(item, status=V.Status.RESOLVED, resolution="superseded", by=actor)
+    drop_derived_rows([item.pk for item in originals])
+    enqueue_embedding(new.account_id, [str(new.pk)])
+    return new
+
+
+@transaction.atomic
+def knowledge_edit(*, item: Knowledge, actor: Peer, statement: str, note: str = "") -> Knowledge:
+    """A curator corrects a statement: a new active row with the old one's provenance,
+    the old row superseded (f4_curator_edit)."""
+    _require_curator(actor)
+    item = _lock(item)
+    text = _statement_text(statement)
+    if text == item.statement:
+        raise ApplicationError("statement_unchanged", "the statement is unchanged")
+    return _replace([item], statement=text, actor=actor, accept_reason="f4_curator_edited",
+                    retire_reason="f4_curator_edit", verification=VERIFY.CURATOR_APPROVED,
+                    note=_reason_text(note, required=False))
+
+
+@transaction.atomic
+def knowledge_merge(*, items: list[Knowledge], actor: Peer, statement: str | None = None,
+                    note: str = "") -> Knowledge:
+    """A curator merges several statements about one subject in one scope into one row
+    (provenance union); each original is superseded (f4_curator_merge)."""
+    _require_curator(actor)
+    if not 2 <= len({i.pk for i in items}) <= MAX_MERGE:
+        raise ApplicationError("invalid_merge", f"merge 2 to {MAX_MERGE} distinct statements")
+    locked = [_lock(i) for i in sorted({i.pk: i for i in items}.values(),
+                                       key=lambda i: str(i.pk))]
+    order = {i.pk: n for n, i in enumerate(items)}
+    locked.sort(key=lambda i: order[i.pk])
+    first = locked[0]
+    if any(i.subject_peer_id != first.subject_peer_id or i.scope_id != first.scope_id
+           for i in locked):
+        raise ApplicationError("invalid_merge",
+                               "merged statements must share one subject and one scope")
+    text = _statement_text(statement or first.statement)
+    return _replace(locked, statement=text, actor=actor, accept_reason="f4_curator_edited",
+                    retire_reason="f4_curator_merge", verification=VERIFY.CURATOR_APPROVED,
+                    note=_reason_text(note, required=False))
+
+
+@transaction.atomic
+def knowledge_correct(*, item: Knowledge, actor: Peer, statement: str,
+                      reason: str = "") -> Knowledge:
+    """A subject marks their own statement outdated and states what is true now: the
+    same path as a curator edit (f4_subject_correction), no curator needed."""
+    item = _lock(item)
+    _require_subject(item, actor)
+    text = _statement_text(statement)
+    if text == item.statement:
+        raise ApplicationError("statement_unchanged", "the statement is unchanged")
+    return _replace([item], statement=text, actor=actor, accept_reason="f4_subject_corrected",
+                    retire_reason="f4_subject_correction",
+                    verification=VERIFY.SUBJECT_CONFIRMED,
+                    note=_reason_text(reason, required=False))
+
+
+@transaction.atomic
+def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
+                          note: str = "") -> Knowledge:
+    """A curator settles a contradiction review on a current row: "keep" it (the review
+    closes, the contradicts relation stays as history) or "retire" it (superseded,
+    f4_contradiction_resolved)."""
+    _require_curator(actor)
+    if outcome not in {"keep", "retire"}:
+        raise ApplicationError("invalid_outcome", "outcome is 'keep' or 'retire'")
+    item = _lock(item)
+    review = open_validation(item, V.Kind.CONTRADICTION)
+    if review is None:
+        raise _conflict("no_contradiction", "this statement has no open contradiction review")
+    if outcome == "retire":
+        item = transition(item, lifecycle.SUPERSEDED, actor=actor,
+                          reason="f4_contradiction_resolved",
+                          verification=VERIFY.CURATOR_REJECTED,
+                          evidence={"validation": str(review.pk), "note": note})
+        drop_derived_rows([item.pk])
+    _resolve(review, resolution=f"contradiction_{outcome}", by=actor, note=note)
+    return item

@@ -43,7 +43,8 @@ from knowledge.models import Knowledge
 _I = re.IGNORECASE
 
 _V = r"(?P<v>[\w@+().' /&-]{2,40}?)"  # a value, up to the end of its clause
-_END = r"(?=[.,;!?]|$| (?:and|but|with|since|now|these days|from|starting|as of|for)\b)"
+_END = (r"(?=[.,;!?]|$| (?:and|but|with|since|now|these days|from|starting|as of|for|as|on|in"
+        r"|at|near|because|after|before|when|which|who|so|going forward|anymore)\b)")
 _K = r"(?P<k>[\w -]{3,40}?)"  # the thing an attribute belongs to ("the Q3 launch")
 _NAME = r"(?-i:[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"  # a proper name, case kept
 
@@ -82,7 +83,9 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         r"|gluten-free|dairy-free|plant-based|carnivore)\b",
         r"\b(?P<v>(?:no longer|stopped|quit|don't|doesn't|not|no more) "
         r"(?:eat(?:s|ing)? |drink(?:s|ing)? )?(?:meat|fish|dairy|gluten|sugar|pork|beef"
-        r"|alcohol|caffeine|coffee))\b"),
+        r"|alcohol|caffeine|coffee))\b",
+        r"\b(?P<v>omnivore|no dietary restrictions|eats? (?:pretty much |just about )?"
+        r"everything)\b"),
     "phone": _frames(r"\b(?:phone|cell|mobile|number)(?: number)? is (?:now )?"
                      r"(?P<v>\+?[\d][\d ().-]{5,}\d)"),
     "email": _frames(r"\b(?:e-?mail|address)(?: address)? is (?:now )?(?P<v>[\w.+-]+@[\w.-]+)"),
@@ -93,17 +96,26 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                       r"\b(?:goes|going|transferred|switched) to (?P<v>[\w .'-]{2,40}?"
                       r"(?:school|university|college|academy))\b"),
     "manager": _frames(rf"\b(?:reports? to|manager is|boss is) (?:now )?{_V}{_END}"),
-    "team": _frames(r"\b(?:on|in|joined|moved to|switched to) the (?P<v>[\w -]{2,30}?) team\b"),
+    "team": _frames(r"\b(?:on|in|joined|(?:moved|moving|switched|transferred)(?: over| back)? to)"
+                    r" the (?P<v>[\w -]{2,30}?) team\b"),
+    "venue": _frames(rf"\b(?:the |our |my )?{_K} (?:meets|meet|is held|are held|takes place"
+                     rf"|take place) (?:now )?(?:at|in) {_V}{_END}"),
     "lead": _frames(rf"\b(?:the )?{_K} is (?:now )?(?:led|owned|run|managed|handled) by {_V}{_END}",
                     rf"\b(?:lead|owner|point person|dri) (?:for|on|of) (?:the )?{_K} is "
                     rf"(?:now )?{_V}{_END}"),
     "priority": _frames(r"\b(?:the )?(?P<k>[\w -]{3,40}?) is (?:now )?(?:a |the )?"
                         r"(?P<v>p[0-4]|(?:top|high|highest|low|lowest|medium|normal) priority)\b",
-                        rf"\bpriority (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}"),
+                        rf"\bpriority (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}",
+                        r"\b(?:the )?(?P<k>[\w -]{3,40}?) (?:got |was |has been )?(?:bumped|raised"
+                        r"|lowered|moved|changed|downgraded|upgraded|escalated) (?:up |down )?to "
+                        r"(?:a |the )?(?P<v>p[0-4]|(?:top|high|highest|low|lowest|medium|normal)"
+                        r" priority)\b"),
     "status": _frames(rf"\bstatus (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}"),
     "deadline": _frames(rf"\b(?:the )?{_K} is (?:now )?due (?:on |by )?{_V}{_END}",
                         rf"\bdeadline (?:for (?:the )?{_K} )?(?:is|moved to|pushed to|changed to"
-                        rf"|is now) {_V}{_END}"),
+                        rf"|is now) {_V}{_END}",
+                        rf"\b(?:the )?{_K} deadline (?:was |is |got |has been )?(?:extended|moved"
+                        rf"|pushed|changed|set|brought forward) to {_V}{_END}"),
     "favorite": _frames(rf"\bfavou?rite (?P<k>[a-z]+(?: [a-z]+)?) is (?:now )?{_V}{_END}",
                         r"\b(?P<v>[\w .'-]{2,40}?) is (?:now )?(?:\w+'s |my |his |her |their )?"
                         r"(?:new )?favou?rite (?P<k>[a-z]+)\b"),
@@ -111,7 +123,15 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                    r"\b(?:turned|turns|turning) (?P<v>\d{1,3})\b(?![.,:-]?\d| (?:kids|times|"
                    r"minutes|hours|days|weeks|months|percent|%))"),
     "timezone": _frames(rf"\btime ?zone is (?:now )?{_V}{_END}"),
+    # "<someone>'s <attribute> is <value>": a possessive with a copula names one value
+    # ("Sam's landlord is Mr. Patel", "my parking spot at work is B14").
+    "has": _frames(r"(?:^|\b)(?:\w+(?:'s|\u2019s)|my|our|his|her|their) (?P<k>[a-z][\w' -]{1,40}?)"
+                   r" (?:is|are) (?:now |still |actually |currently )?(?P<v>(?:(?:on|at|in|"
+                   r"through|with|from|by|an?|the) )?[\w@+().' /&-]{1,40}?)" + _END),
 }
+# A "has" value must name something (a name, a number, a time or place, several words),
+# not describe it: "Sam's dog is old" and "Sam's dog is cute" are both true.
+_NAMING_VALUE = re.compile(r"\d|(?-i:[A-Z])|^(?:on|at|in|through|with|from|by|an?|the) |\w \w")
 # Things a person has several of (meetings, flights): a claim replaces another only when
 # it says it is a change ("moved", "rescheduled", "instead") and names the same thing.
 MULTI_HEADS = re.compile(
@@ -122,7 +142,8 @@ MULTI_HEADS = re.compile(
 SCHEDULE_CUES = re.compile(
     r"\b(?:moved|rescheduled?|postponed|pushed (?:back|out|to)|delayed|brought forward"
     r"|bumped|changed|switched|swapped|now (?:on|at|in|for)|instead|cancel+ed|called off"
-    r"|new (?:date|time|day|slot)|not (?:on|at) [\w:]+ (?:but|anymore)|any ?more|no longer)\b",
+    r"|new (?:date|time|day|slot)|not (?:on|at) [\w:]+ (?:but|anymore)|any ?more|no longer"
+    r"|is now|are now|from now on|going forward|these days)\b",
     _I)
 # General update wording, kept on the lineage evidence.
 UPDATE_CUES = re.compile(
@@ -170,6 +191,8 @@ def single_slots(statement: str) -> dict[str, str]:
             groups = match.groupdict()
             if _norm(groups["v"]).rstrip(".") in _EMPTY_VALUES:
                 continue
+            if name == "has" and not _NAMING_VALUE.search(groups["v"].strip()):
+                continue
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
             found.setdefault(key, _norm(groups["v"]))
             break
@@ -204,8 +227,7 @@ def _cosines(new: str, olds: list[str]) -> list[float]:
 
 def is_candidate(statement: str) -> bool:
     """Could this claim update anything at all? (Most claims cannot: no query then.)"""
-    return bool(single_slots(statement)) or bool(
-        multi_heads(statement) and SCHEDULE_CUES.search(claim_body(statement)))
+    return bool(single_slots(statement)) or bool(multi_heads(statement))
 
 
 def best_update(statement: str, olds: list[str], *, names: frozenset[str] = frozenset()
@@ -213,7 +235,8 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
     """Pure part of the rule: which of `olds` (same subject, current) `statement` updates,
     as (index, slot, cosine, cue), or None."""
     single = single_slots(statement)
-    heads = multi_heads(statement) if SCHEDULE_CUES.search(claim_body(statement)) else set()
+    heads = multi_heads(statement)
+    new_cue = bool(SCHEDULE_CUES.search(claim_body(statement)))
     if not single and not heads:
         return None
     shared: list[tuple[int, str, bool]] = []
@@ -223,7 +246,10 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
         if same:
             shared.append((index, same[0], True))
             continue
-        common = heads & multi_heads(old)
+        # The change wording is on the later claim, which may be the one already stored
+        # (an older message arriving late).
+        common = heads & multi_heads(old) if new_cue or SCHEDULE_CUES.search(
+            claim_body(old)) else set()
         if common and _says_more(statement, old, names):
             shared.append((index, sorted(common)[0], False))
     if not shared:

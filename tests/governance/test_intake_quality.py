@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from governance.models import PeerQuestion, Validation
-from knowledge.models import AuditEntry, Knowledge, LifecycleEvent, Relation
+from knowledge.models import AuditEntry, Knowledge, KnowledgeSource, LifecycleEvent, Relation
 from memhouse.tenancy import account_context
 from tests.governance.helpers import api
 
@@ -181,3 +181,59 @@ def test_a_bounded_claim_expires_after_its_valid_time_and_grace(
     with account_context(committed_world.account.id):
         item.refresh_from_db()
     assert (item.state, item.state_reason) == ("expired", "f4_expiry_due")
+
+
+def test_curators_edit_and_merge_and_subjects_correct_through_the_lifecycle(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "I'm allergic to penicillin.", "I like green tea.")
+    post(live_server, keys.alice, "I like jasmine tea.", at=T0 + timedelta(hours=1))
+    allergy = rows(committed_world, "penicillin")[0]
+    green, jasmine = rows(committed_world, "green tea")[0], rows(committed_world, "jasmine")[0]
+    # A member is no curator.
+    r = api(live_server, keys.bob, "POST", f"curator/knowledge/{allergy.pk}/edit",
+            {"statement": "Alice is allergic to amoxicillin."})
+    assert r.status_code == 403
+    r = api(live_server, keys.carol, "POST", f"curator/knowledge/{allergy.pk}/edit",
+            {"statement": "Alice is allergic to penicillin and amoxicillin.", "note": "chart"})
+    assert r.status_code == 201, r.text
+    edited = r.json()["knowledge"]
+    assert edited["state"] == "active" and edited["supersedes"] == str(allergy.pk)
+    assert edited["source_count"] == 1  # provenance copied
+    r = api(live_server, keys.carol, "POST", "curator/knowledge/merge",
+            {"ids": [str(green.pk), str(jasmine.pk)], "statement": "Alice likes green and "
+             "jasmine tea."})
+    assert r.status_code == 201, r.text
+    merged = r.json()["knowledge"]
+    with account_context(committed_world.account.id):  # provenance union: both messages
+        assert KnowledgeSource.objects.filter(knowledge_id=merged["id"]).count() == 2
+    with account_context(committed_world.account.id):
+        states = {k.pk: (k.state, k.state_reason) for k in Knowledge.objects.filter(
+            pk__in=[allergy.pk, green.pk, jasmine.pk])}
+    assert states[allergy.pk] == ("superseded", "f4_curator_edit")
+    assert states[green.pk] == states[jasmine.pk] == ("superseded", "f4_curator_merge")
+    # The subject marks the edited row outdated and says what is true now.
+    r = api(live_server, keys.alice, "POST", f"me/knowledge/{edited['id']}/correct",
+            {"statement": "Alice is allergic to amoxicillin only.", "reason": "retested"})
+    assert r.status_code == 201, r.text
+    assert r.json()["knowledge"]["state_reason"] == "f4_subject_corrected"
+    # Someone else cannot correct Alice's statement.
+    r = api(live_server, keys.bob, "POST", f"me/knowledge/{r.json()['knowledge']['id']}/correct",
+            {"statement": "Alice is not allergic."})
+    assert r.status_code == 404
+    found = search(live_server, keys.alice, "What is Alice allergic to?")
+    assert found and "amoxicillin only" in found[0]
+    assert not any("penicillin" in s for s in found)
+
+
+def test_a_contradiction_review_is_in_the_curator_queue_and_can_retire_the_row(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "I live in Denver.")
+    post(live_server, keys.bob, "Alice lives in Austin.", at=T0 + timedelta(days=3))
+    denver = rows(committed_world, "Denver")[0]
+    queue = api(live_server, keys.carol, "GET", "curator/queue", state="contradiction")
+    assert queue.status_code == 200
+    assert [i["id"] for i in queue.json()["items"]] == [str(denver.pk)]
+    r = api(live_server, keys.carol, "POST", f"curator/knowledge/{denver.pk}/contradiction",
+            {"outcome": "retire", "note": "moved"})
+    assert r.status_code == 200, r.text
+    assert r.json()["knowledge"]["state"] == "superseded"
