@@ -322,6 +322,44 @@ class QuestionAnswerApi(APIView):
 
 # --- erasure ----------------------------------------------------------------------------
 
+class ScopeBeliefTimeApi(APIView):
+    """PUT {"scope": "/path", "belief_time": {...} | null}: a scope's belief-time override
+    (account administrators); GET ?scope=/path: the override and the effective policy."""
+
+    permission_classes = [IsAccountAdmin]
+
+    class InputSerializer(serializers.Serializer):
+        scope = serializers.CharField(max_length=500)
+        belief_time = serializers.JSONField(allow_null=True)
+
+    @staticmethod
+    def _out(scope: Any) -> dict[str, Any]:
+        from governance import belief_time
+
+        policy = belief_time.policy_for(scope)
+        return {"scope": scope.path,
+                "belief_time": (scope.settings or {}).get(belief_time.SETTING_KEY),
+                "effective": {"revalidate_days": policy.revalidate_days,
+                              "sensitivity_factor": policy.sensitivity_factor,
+                              "expiry_grace_days": policy.expiry_grace_days}}
+
+    def get(self, request: Request) -> Response:
+        p = principal_of(request)
+        scope = selectors.scope_for_curator(principal=p,
+                                            path=request.query_params.get("scope", "/"))
+        return Response(self._out(scope))
+
+    def put(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        scope = selectors.scope_for_curator(principal=p, path=v["scope"])
+        scope = services.scope_belief_time_set(scope=scope, actor=p.peer,
+                                               policy=v["belief_time"])
+        return Response(self._out(scope))
+
+
 class ErasureApi(APIView):
     """POST exactly one of {"message_id"}, {"document_id"}, {"peer_key"}: hard-delete it."""
 

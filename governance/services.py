@@ -603,3 +603,66 @@ def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
         drop_derived_rows([item.pk])
     _resolve(review, resolution=f"contradiction_{outcome}", by=actor, note=note)
     return item
+
+
+# --- belief-time policy per scope ---------------------------------------------------------
+
+@transaction.atomic
+def scope_belief_time_set(*, scope: Scope, actor: Peer, policy: dict[str, Any] | None
+                          ) -> Scope:
+    """Set (or with None clear) a scope's belief-time override; nearest scope wins per
+    part (governance.belief_time). Admins only; audited."""
+    from governance import belief_time
+
+    if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN and actor.is_admin):
+        raise ApplicationError("permission_denied", "only account administrators may change "
+                               "scope settings", status_code=403)
+    locked = Scope.objects.select_for_update().get(pk=scope.pk)
+    settings = dict(locked.settings or {})
+    if policy is None:
+        settings.pop(belief_time.SETTING_KEY, None)
+    else:
+        try:
+            settings[belief_time.SETTING_KEY] = belief_time.validate_override(policy)
+        except ValueError as exc:
+            raise ApplicationError("invalid_belief_time", str(exc)) from exc
+    Scope.objects.filter(pk=locked.pk).update(settings=settings)
+    locked.settings = settings
+    audit.append(account_id=locked.account_id, event_type="scope.belief_time_set",
+                 actor=actor_label(actor), target_type="scope", target_id=str(locked.pk),
+                 payload={"belief_time": settings.get(belief_time.SETTING_KEY)})
+    return locked
+
+
+def belief_time_backfill(*, account_id: uuid.UUID, only_missing: bool = True,
+                         batch_size: int = 500, progress: Any = None) -> int:
+    """Stamp revalidate_after / expires_at by the policy on existing current rows (those
+    with neither set, unless only_missing=False). Each batch is its own transaction, so a
+    long backfill can be stopped and resumed. Returns the number of rows stamped."""
+    from governance import belief_time
+
+    policies: dict[uuid.UUID, belief_time.Policy] = {}
+    done = 0
+    last: Any = None
+    while True:
+        with transaction.atomic():
+            qs = Knowledge.objects.filter(account_id=account_id,
+                                          state__in=sorted(lifecycle.CURRENT))
+            if only_missing:
+                qs = qs.filter(revalidate_after__isnull=True, expires_at__isnull=True)
+            if last is not None:
+                qs = qs.filter(pk__gt=last)
+            batch = list(qs.select_related("scope").order_by("pk")[:batch_size])
+            if not batch:
+                return done
+            for item in batch:
+                policy = policies.get(item.scope_id)
+                if policy is None:
+                    policy = policies[item.scope_id] = belief_time.policy_for(item.scope)
+                # Not state or statement: a plain update is allowed by the triggers.
+                Knowledge.objects.filter(pk=item.pk).update(**belief_time.stamps_for(
+                    item, policy=policy))
+            last = batch[-1].pk
+            done += len(batch)
+        if progress is not None:
+            progress(len(batch))

@@ -237,3 +237,36 @@ def test_a_contradiction_review_is_in_the_curator_queue_and_can_retire_the_row(
             {"outcome": "retire", "note": "moved"})
     assert r.status_code == 200, r.text
     assert r.json()["knowledge"]["state"] == "superseded"
+
+
+def test_a_scope_overrides_belief_time_nearest_wins_and_backfill_stamps_old_rows(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    from django.core.management import call_command
+
+    r = api(live_server, keys.alice, "PUT", "scopes/settings/belief-time",
+            {"scope": "/marketing", "belief_time": {"revalidate_days": {"preference": 30}}})
+    assert r.status_code == 403  # administrators only
+    r = api(live_server, keys.dave, "PUT", "scopes/settings/belief-time",
+            {"scope": "/marketing", "belief_time": {"revalidate_days": {"preference": 0}}})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_belief_time"
+    r = api(live_server, keys.dave, "PUT", "scopes/settings/belief-time",
+            {"scope": "/marketing", "belief_time": {"revalidate_days": {"preference": 30},
+                                                    "expiry_grace_days": 1}})
+    assert r.status_code == 200, r.text
+    r = api(live_server, keys.dave, "PUT", "scopes/settings/belief-time",
+            {"scope": SCOPE, "belief_time": {"revalidate_days": {"preference": 10}}})
+    effective = r.json()["effective"]
+    assert effective["revalidate_days"]["preference"] == 10  # nearest wins
+    assert effective["expiry_grace_days"] == 1  # inherited from /marketing
+    post(live_server, keys.alice, "I prefer aisle seats.")
+    pref = rows(committed_world, "aisle seats")[0]
+    assert pref.revalidate_after is not None
+    assert abs((pref.revalidate_after - pref.inserted_at) - timedelta(days=10)) < timedelta(
+        minutes=1)
+    # A row from before the policy: no dates until the backfill stamps it.
+    with account_context(committed_world.account.id):
+        Knowledge.objects.filter(pk=pref.pk).update(revalidate_after=None)
+    call_command("belief_time_backfill", "--account", "acme")
+    with account_context(committed_world.account.id):
+        pref.refresh_from_db()
+    assert pref.revalidate_after is not None
