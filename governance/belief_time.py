@@ -6,8 +6,10 @@ correction) and by `manage.py belief_time_backfill` for older rows:
 * ``revalidate_after`` = inserted_at + an interval by kind, shortened for personal and
   restricted statements (what a person prefers drifts faster than what they can do).
   Events get none: that something happened does not go out of date.
-* ``expires_at`` = relevant_until + a grace period, for any statement with a valid-time
-  end (an event, or a bounded state such as "in Lisbon until Friday").
+* ``expires_at`` = relevant_until + a grace period, for any statement whose valid-time
+  window had not ended when it was said: a plan or appointment ("the dentist on Tuesday")
+  or a bounded state ("in Lisbon next week"). A window already over when it was said is
+  history ("I went to a support group yesterday"): it stays true and never expires.
 
 A scope overrides any part nearest-wins through ``Scope.settings["belief_time"]``
 (written by governance.services.scope_belief_time_set, the admin API
@@ -53,7 +55,8 @@ class Policy:
     expiry_grace_days: float
 
     def stamps(self, *, kind: str, sensitivity: str, inserted_at: datetime,
-               relevant_until: datetime | None) -> dict[str, datetime | None]:
+               relevant_until: datetime | None, said_at: datetime | None = None
+               ) -> dict[str, datetime | None]:
         """`revalidate_after` and `expires_at` for a statement with these fields."""
         days = self.revalidate_days.get(kind)
         revalidate_after = None
@@ -61,7 +64,7 @@ class Policy:
             factor = self.sensitivity_factor.get(sensitivity, 1.0)
             revalidate_after = inserted_at + timedelta(days=max(days * factor, 1))
         expires_at = None
-        if relevant_until is not None:
+        if relevant_until is not None and relevant_until > (said_at or inserted_at):
             expires_at = relevant_until + timedelta(days=self.expiry_grace_days)
             if revalidate_after is not None and revalidate_after >= expires_at:
                 revalidate_after = None  # it expires before anyone would be asked
@@ -124,6 +127,11 @@ def policy_for(scope: Scope) -> Policy:
 
 
 def stamps_for(item: Knowledge, *, policy: Policy | None = None) -> dict[str, datetime | None]:
+    """The policy's dates for an existing row, said when its newest source was said."""
+    from django.db.models import Max
+
     policy = policy or policy_for(item.scope)
+    said = item.sources.aggregate(at=Max("message__occurred_at"))["at"]
     return policy.stamps(kind=item.kind, sensitivity=item.sensitivity,
-                         inserted_at=item.inserted_at, relevant_until=item.relevant_until)
+                         inserted_at=item.inserted_at, relevant_until=item.relevant_until,
+                         said_at=said)

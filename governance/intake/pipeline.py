@@ -119,14 +119,16 @@ def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: An
                       policy: belief_time.Policy,
                       peers: dict[str, Peer], proposer: Peer | None, extractor: str,
                       source: dict[str, Any], message_text: str = "",
-                      names: frozenset[str] = frozenset()) -> Knowledge | None:
+                      names: frozenset[str] = frozenset(),
+                      said_at: Any = None) -> Knowledge | None:
     """One claim through proposal (belief time stamped by policy), Gate A, Gate B and
     the update rule."""
     subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
     if claim.subject_peer_key and subject is None:
         return None  # the extractor named a peer that does not exist: never guess
     stamps = policy.stamps(kind=claim.kind, sensitivity=claim.sensitivity,
-                           inserted_at=timezone.now(), relevant_until=claim.relevant_until)
+                           inserted_at=timezone.now(), relevant_until=claim.relevant_until,
+                           said_at=said_at)
     item = knowledge_propose(
         account_id=account_id, statement=claim.statement, scope=scope, subject_peer=subject,
         actor=PIPELINE, kind=claim.kind,
@@ -184,7 +186,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
                 account_id=account_id, claim=claim, scope=locked.scope, peers=peers,
                 policy=policy, proposer=locked.peer, extractor=extractor_id,
                 source={"message": locked, "excerpt": locked.text[start:end][:500]},
-                message_text=locked.text, names=name_set)
+                message_text=locked.text, names=name_set, said_at=locked.occurred_at)
             outcome.proposed += 1
             if item is not None and item.state in _EMBEDDABLE:
                 outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
@@ -278,7 +280,8 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
                 continue
             item = _propose_and_gate(
                 account_id=account_id, claim=claim, scope=document.scope, peers=peers,
-                policy=policy, names=frozenset(names), proposer=document.peer,
+                policy=policy, names=frozenset(names), said_at=version.created_at,
+                proposer=document.peer,
                 extractor="document/sentences-v1",
                 source={"document_version": version, "excerpt": excerpt[:500]})
             outcome.proposed += 1

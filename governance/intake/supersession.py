@@ -43,10 +43,25 @@ from knowledge.models import Knowledge
 _I = re.IGNORECASE
 
 _V = r"(?P<v>[\w@+().' /&-]{2,40}?)"  # a value, up to the end of its clause
-_END = (r"(?=[.,;!?]|$| (?:and|but|with|since|now|these days|from|starting|as of|for|as|on|in"
-        r"|at|near|because|after|before|when|which|who|so|going forward|anymore)\b)")
+_END = (r"(?=[.,;!?:]|$| [-\u2013\u2014]| (?:and|but|with|since|now|these days|from|starting"
+        r"|as of|for|as|on|in|at|near|because|after|before|when|which|who|so|going forward"
+        r"|anymore|again|instead|lately|right now|currently)\b)")
+# Whose or which: "Sam's", "my", "our", "the" (repeatable: "Tomas's dog's vet").
+_OWNER = r"(?:(?:\w+(?:'s|\u2019s|s')|my|our|his|her|their|the|its) )*"
 _K = r"(?P<k>[\w -]{3,40}?)"  # the thing an attribute belongs to ("the Q3 launch")
 _NAME = r"(?-i:[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"  # a proper name, case kept
+_NOW = r"(?:now |still |actually |currently |officially |no longer |not )?"
+_LATELY = r"(?: (?:these days|right now|now|lately|currently|going forward))?"
+# Job titles end in one of these ("store manager", "regional operations lead").
+_ROLE = (r"(?:manager|lead|director|head|engineer|designer|developer|analyst|nurse|teacher"
+         r"|consultant|officer|coordinator|specialist|administrator|assistant|associate"
+         r"|intern|architect|scientist|researcher|editor|writer|producer|owner|founder"
+         r"|president|chair|supervisor|technician|accountant|lawyer|attorney|doctor|chef"
+         r"|professor|student|volunteer|contractor|freelancer|vp|ceo|cto|cfo|coo)")
+_STATUS = (r"(?:pending|approved|rejected|denied|accepted|cancel+ed|confirmed|on hold"
+           r"|in review|under review|closed|open|resolved|fixed|shipped|done|complete"
+           r"|completed|finished|delayed|postponed|paused|active|inactive|expired|renewed"
+           r"|booked|sold|signed|submitted|waitlisted|blocked|unblocked)")
 
 
 def _frames(*patterns: str) -> list[re.Pattern[str]]:
@@ -55,14 +70,19 @@ def _frames(*patterns: str) -> list[re.Pattern[str]]:
 
 # Attributes that hold one value at a time, as frames that capture the value (v) and, for
 # attributes of a thing, the thing (k). A new value in the same frame replaces the old
-# one without any cue ("Sam lives in Denver" -> "Sam lives in Austin").
+# one without any cue ("Sam lives in Denver" -> "Sam lives in Austin"). Frames are
+# written from how people state such facts, one family per attribute, not per example.
 SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
     "residence": _frames(
         rf"\b(?:lives?|living|resides?|residing|settled) (?:now )?(?:in|at|on) {_V}{_END}",
         rf"\bbased (?:now )?(?:in|at) {_V}{_END}",
         rf"\b(?:moved|moving|relocated|relocating|moved back) (?:to|into) {_V}{_END}",
-        rf"\b(?:home )?address is (?:now )?{_V}{_END}",
-        rf"\bnew (?:home|address|place|apartment|flat|house) is (?:in |at |on )?{_V}{_END}"),
+        rf"\b(?:home )?address (?:is|:) (?:now )?{_V}{_END}",
+        rf"\bnew (?:home|address|place|apartment|flat|house) (?:is|:) (?:in |at |on )?{_V}{_END}"),
+    "office": _frames(
+        r"\b(?:works? out of|based (?:in|at|out of)|transferred to|moved to|relocated to"
+        r"|sits? in|working from) the (?P<v>[\w .'-]{2,30}?) (?:office|branch|site|campus)\b",
+        r"\b(?:on|to) the (?P<v>\d+(?:st|nd|rd|th)|ground|top) floor\b"),
     "employer": _frames(
         rf"\b(?:works?|working|employed|job) (?:now )?(?:at|for) {_V}{_END}",
         rf"\b(?:joined|started (?:a new job )?at|new job at|hired by|switched jobs to) "
@@ -72,11 +92,14 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         rf"\b(?P<v>(?:quit|left|resigned from|laid off from|lost) (?:\w+'s |my |his |her )?"
         rf"(?:job |position )?(?:at )?{_NAME}){_END}"),
     "role": _frames(rf"\b(?:works?|working|job|employed|started|hired) as (?:an? )?{_V}{_END}",
-                    rf"\b(?:promoted to|new role is|title is (?:now )?) (?:an? )?{_V}{_END}"),
+                    rf"\b(?:promoted to|new role is|title is(?: now)?) (?:an? )?{_V}{_END}",
+                    rf"\b(?:is|am|are) (?:now )?(?:the|an?) (?P<v>[\w -]{{0,40}}?\b{_ROLE})"
+                    rf"(?! (?:of|for|on|at) )\b{_END}"),
     "relationship": _frames(
-        r"\b(?:is|am|are|got|getting|now) (?:now )?(?P<v>married|engaged|single|divorced"
-        r"|separated|widowed)\b",
-        rf"\b(?P<v>broke up|split up|(?:is|am|are|been|now) (?:dating|seeing) {_NAME})\b"),
+        r"\b(?:is|am|are|got|getting|now) (?:now )?(?P<v>(?:not |no longer )?(?:married"
+        r"|engaged|single|divorced|separated|widowed))\b",
+        r"\b(?P<v>broke up|split up|(?:is|am|are|been|now) (?:dating|seeing) "
+        r"(?!(?:Dr|Mr|Mrs|Ms|Prof)\b)(?-i:[A-Z])\w+)\b"),
     "diet": _frames(
         r"\b(?:is|am|are|went|going|gone|became|become|turned|now|eat|eats|eating) "
         r"(?:fully |strictly |mostly |now )?(?P<v>vegan|vegetarian|pescatarian|keto|paleo"
@@ -86,23 +109,35 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         r"|alcohol|caffeine|coffee))\b",
         r"\b(?P<v>omnivore|no dietary restrictions|eats? (?:pretty much |just about )?"
         r"everything)\b"),
-    "phone": _frames(r"\b(?:phone|cell|mobile|number)(?: number)? is (?:now )?"
+    "phone": _frames(r"\b(?:phone|cell|mobile|number)(?: number)?\s*(?:is\b|:) ?(?:now )?"
                      r"(?P<v>\+?[\d][\d ().-]{5,}\d)"),
-    "email": _frames(r"\b(?:e-?mail|address)(?: address)? is (?:now )?(?P<v>[\w.+-]+@[\w.-]+)"),
+    "email": _frames(r"\b(?:e-?mail|address)(?: address)? (?:is|:) (?:now )?"
+                     r"(?P<v>[\w.+-]+@[\w.-]+)",
+                     r"\b(?:use|reach \w+ (?:by email )?at|write to|email \w+ at) "
+                     r"(?P<v>[\w.+-]+@[\w.-]+\w)"),
     "car": _frames(rf"\b(?:drives?|driving) (?:an?|the|my|his|her|their) (?:new |used |old )?"
                    rf"{_V}{_END}",
                    rf"\bcar is (?:now )?(?:an? )?{_V}{_END}"),
     "school": _frames(rf"\b(?:studies|studying|enrolled|student|teaches|teaching) at {_V}{_END}",
-                      r"\b(?:goes|going|transferred|switched) to (?P<v>[\w .'-]{2,40}?"
-                      r"(?:school|university|college|academy))\b"),
+                      r"\b(?:goes|going|transferred|switched|moved|enrolled)(?: (?:\w+'s|my|our"
+                      r"|his|her|their) (?:son|daughter|kids?|child(?:ren)?))? to (?P<v>[\w .'-]"
+                      r"{2,40}?(?:school|university|college|academy|elementary|high|middle"
+                      r"|kindergarten|preschool|daycare|nursery))\b"),
+    "gym": _frames(r"\b(?:goes|going|go) to (?:the )?(?P<v>[\w .'&-]{2,30}? (?:gym|fitness|crossfit"
+                   r"|studio|club|dojo|box))\b",
+                   rf"\b(?:trains?|training|works? out|lifts?|exercises?) at {_V}{_END}"),
     "manager": _frames(rf"\b(?:reports? to|manager is|boss is) (?:now )?{_V}{_END}"),
     "team": _frames(r"\b(?:on|in|joined|(?:moved|moving|switched|transferred)(?: over| back)? to)"
                     r" the (?P<v>[\w -]{2,30}?) team\b"),
-    "venue": _frames(rf"\b(?:the |our |my )?{_K} (?:meets|meet|is held|are held|takes place"
+    "venue": _frames(rf"\b{_OWNER}{_K} (?:meets|meet|is held|are held|takes place"
                      rf"|take place) (?:now )?(?:at|in) {_V}{_END}"),
     "lead": _frames(rf"\b(?:the )?{_K} is (?:now )?(?:led|owned|run|managed|handled) by {_V}{_END}",
-                    rf"\b(?:lead|owner|point person|dri) (?:for|on|of) (?:the )?{_K} is "
-                    rf"(?:now )?{_V}{_END}"),
+                    rf"\b(?:lead|owner|point person|dri) (?:for|on|of) (?:the )?{_K} (?:is|:) "
+                    rf"(?:now )?{_V}{_END}",
+                    rf"\b(?P<v>{_NAME}) is (?:now )?the (?:\w+ )?(?:lead|owner|manager|head"
+                    rf"|point person|dri|contact) (?:for|of|on) (?:the )?{_K}{_END}",
+                    rf"\b(?:the )?{_K} (?:lead|owner|manager|head|point person|dri|contact) "
+                    rf"(?:is|:) (?:now )?{_V}{_END}"),
     "priority": _frames(r"\b(?:the )?(?P<k>[\w -]{3,40}?) is (?:now )?(?:a |the )?"
                         r"(?P<v>p[0-4]|(?:top|high|highest|low|lowest|medium|normal) priority)\b",
                         rf"\bpriority (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}",
@@ -110,13 +145,16 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                         r"|lowered|moved|changed|downgraded|upgraded|escalated) (?:up |down )?to "
                         r"(?:a |the )?(?P<v>p[0-4]|(?:top|high|highest|low|lowest|medium|normal)"
                         r" priority)\b"),
-    "status": _frames(rf"\bstatus (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}"),
+    "status": _frames(rf"\bstatus (?:of|for|on) (?:the )?{_K} is (?:now )?{_V}{_END}",
+                      rf"\b{_OWNER}(?P<k>[\w' -]{{3,40}}?) (?:is|was|got|has been|have been) "
+                      rf"(?:still |now |finally |officially )?(?P<v>(?:not )?{_STATUS})\b"),
     "deadline": _frames(rf"\b(?:the )?{_K} is (?:now )?due (?:on |by )?{_V}{_END}",
                         rf"\bdeadline (?:for (?:the )?{_K} )?(?:is|moved to|pushed to|changed to"
                         rf"|is now) {_V}{_END}",
                         rf"\b(?:the )?{_K} deadline (?:was |is |got |has been )?(?:extended|moved"
                         rf"|pushed|changed|set|brought forward) to {_V}{_END}"),
-    "favorite": _frames(rf"\bfavou?rite (?P<k>[a-z]+(?: [a-z]+)?) is (?:now )?{_V}{_END}",
+    "favorite": _frames(rf"\bfavou?rite (?P<k>[a-z]+(?: [a-z]+)?){_LATELY} (?:is|:) (?:now )?"
+                        rf"{_V}{_END}",
                         r"\b(?P<v>[\w .'-]{2,40}?) is (?:now )?(?:\w+'s |my |his |her |their )?"
                         r"(?:new )?favou?rite (?P<k>[a-z]+)\b"),
     "age": _frames(r"\b(?:is|am|are) (?P<v>\d{1,3}) years? old\b",
@@ -124,10 +162,24 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                    r"minutes|hours|days|weeks|months|percent|%))"),
     "timezone": _frames(rf"\btime ?zone is (?:now )?{_V}{_END}"),
     # "<someone>'s <attribute> is <value>": a possessive with a copula names one value
-    # ("Sam's landlord is Mr. Patel", "my parking spot at work is B14").
-    "has": _frames(r"(?:^|\b)(?:\w+(?:'s|\u2019s)|my|our|his|her|their) (?P<k>[a-z][\w' -]{1,40}?)"
-                   r" (?:is|are) (?:now |still |actually |currently )?(?P<v>(?:(?:on|at|in|"
-                   r"through|with|from|by|an?|the) )?[\w@+().' /&-]{1,40}?)" + _END),
+    # ("Sam's landlord is Mr. Patel", "my parking spot at work is B14"), and so do
+    # "<value> is Sam's new <attribute>", "switched <attribute> to <value>", "takes
+    # <lessons> with <value>" and "<value> as Sam's <attribute>".
+    "has": _frames(
+        rf"(?:^|\b)(?:(?:\w+(?:'s|\u2019s)|my|our|his|her|their) )+(?P<k>[a-z][\w' -]{{1,40}}?)"
+        rf"{_LATELY} (?:is|are) {_NOW}(?P<v>(?:(?:on|at|in|through|with|from|by|an?|the) )?"
+        rf"[\w@+().' /&-]{{1,40}}?){_END}",
+        rf"^\s*(?P<k>[a-z][\w' -]{{1,40}}?){_LATELY} (?:is|are) {_NOW}(?P<v>(?:on|at|in|through"
+        rf"|with|from|by) [\w@+().' /&-]{{1,40}}?){_END}",
+        rf"\b(?P<v>{_NAME}) is (?:now )?(?:\w+(?:'s|\u2019s)|my|our|his|her|their) new "
+        rf"(?P<k>[a-z][\w -]{{1,30}}?){_END}",
+        rf"\b(?:switched|changed|moved) {_OWNER}(?P<k>[a-z][\w -]{{1,30}}?) (?:over )?"
+        rf"(?:to|for) {_V}{_END}",
+        rf"\b(?:takes?|taking|has|have|having|started|starting) {_OWNER}(?P<k>[\w -]{{1,30}}?"
+        rf"(?:lessons|classes|sessions|therapy|tutoring|coaching)) (?P<v>with [\w .'-]{{2,40}}?)"
+        rf"{_END}",
+        rf"\b(?:seeing|using|uses|sees|got|hired|chose|picked|going with) (?P<v>{_NAME}) as "
+        rf"(?:\w+(?:'s|\u2019s)|my|our|his|her|their) (?P<k>[a-z][\w -]{{1,30}}?){_END}"),
 }
 # A "has" value must name something (a name, a number, a time or place, several words),
 # not describe it: "Sam's dog is old" and "Sam's dog is cute" are both true.
@@ -170,7 +222,10 @@ class Update:
 
 
 def _norm(value: str) -> str:
-    value = re.sub(r"^(?:the|a|an|my|our|his|her|their)\s+", "", value.strip().lower())
+    value = value.strip().lower()
+    value = re.sub(r"^(?:as of|starting|from|since|after|before) \w+ ", "", value)
+    value = re.sub(r"^(?:(?:[\w]+(?:'s|\u2019s|s')|the|a|an|my|our|his|her|their|its)\s+)+", "",
+                   value)
     return " ".join(value.split())
 
 
@@ -179,9 +234,13 @@ _EMPTY_VALUES = frozenset({"it", "this", "that", "them", "there", "here", "home"
                            "least", "last", "first", "times", "the moment", "once"})
 
 
+# Titles keep their names whole ("Dr. Alvarez" is one value, not "Dr").
+_ABBREVIATION = re.compile(r"\b(Dr|Mr|Mrs|Ms|Mx|Prof|St|Jr|Sr|Mt|Ave|Rd|No)\.", _I)
+
+
 def single_slots(statement: str) -> dict[str, str]:
     """slot key -> value for the one-value attributes a statement states."""
-    body = claim_body(statement)
+    body = _ABBREVIATION.sub(r"\1", claim_body(statement))
     found: dict[str, str] = {}
     for name, frames in SINGLE_SLOTS.items():
         for frame in frames:
@@ -207,7 +266,12 @@ def has_update_cue(statement: str) -> bool:
     return bool(UPDATE_CUES.search(claim_body(statement)))
 
 
+_NEGATED = re.compile(r"^(?:not|no longer|never) ")
+
+
 def _differs(new: str, old: str) -> bool:
+    if bool(_NEGATED.match(new)) != bool(_NEGATED.match(old)):
+        return True  # "single" -> "not single"
     return bool(new) and bool(old) and new != old and new not in old and old not in new
 
 

@@ -393,6 +393,35 @@ def case_erasure(c: Corpus, client: APIClient) -> None:
                   field="message_id")
 
 
+def case_curator_merge(c: Corpus, client: APIClient) -> None:
+    real = [c.cells[("alice_peer", "internal", "active")],
+            c.cells[("alice_peer", "public", "active")]]
+    r_real = api(client, c.keys["mel"], "POST", "curator/knowledge/merge", {"ids": real})
+    r_rand = api(client, c.keys["mel"], "POST", "curator/knowledge/merge",
+                 {"ids": [random_id(), random_id()]})
+    assert r_real.status_code == r_rand.status_code == 404
+    assert r_real.json() == r_rand.json()
+    r = api(client, c.keys["carol"], "POST", "curator/knowledge/merge", {"ids": real})
+    assert r.status_code != 404, r.content
+
+
+def case_scope_belief_time_get(c: Corpus, client: APIClient) -> None:
+    path = "scopes/settings/belief-time"
+    r_real = api(client, c.keys["mel"], "GET", path, query={"scope": SOCIAL})
+    r_rand = api(client, c.keys["mel"], "GET", path, query={"scope": f"/zz-{random_id()[:8]}"})
+    assert r_real.status_code == r_rand.status_code == 404
+    assert api(client, c.keys["dave"], "GET", path, query={"scope": SOCIAL}).status_code == 200
+
+
+def case_scope_belief_time_put(c: Corpus, client: APIClient) -> None:
+    body = {"belief_time": {"expiry_grace_days": 1}}
+    r = no_oracle(c, client, c.keys["mel"], "PUT", "scopes/settings/belief-time", SOCIAL, body,
+                  field="scope")
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "PUT", "scopes/settings/belief-time", SOCIAL, body,
+                  field="scope")
+
+
 CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("auth-token", "POST"): case_auth_token,
     ("me", "GET"): case_me,
@@ -418,7 +447,15 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
                                           {"outcome": "for"}),
     ("curator-promote", "POST"): _curator("promote", "alice_peer:internal:active",
                                           {"level": "scope"}),
+    ("curator-edit", "POST"): _curator("edit", "alice_peer:internal:active",
+                                       {"statement": "Alice corrected this statement."}),
+    ("curator-merge", "POST"): case_curator_merge,
+    ("curator-contradiction", "POST"): _curator("contradiction", "alice_peer:internal:active",
+                                                {"outcome": "keep"}),
+    ("scope-belief-time", "GET"): case_scope_belief_time_get,
+    ("scope-belief-time", "PUT"): case_scope_belief_time_put,
     ("me-knowledge", "GET"): case_me_knowledge,
+    ("me-knowledge-correct", "POST"): _subject("correct", {"statement": "Alice says so now."}),
     ("me-knowledge-confirm", "POST"): _subject("confirm", {}),
     ("me-knowledge-contest", "POST"): _subject("contest", {"reason": "not true"}),
     ("me-knowledge-redact", "POST"): _subject("redact", {"reason": "private"}),
