@@ -502,7 +502,9 @@ def _replace(originals: list[Knowledge], *, statement: str, actor: Peer, accept_
     sensitivity = first.sensitivity
     for item in originals[1:]:
         sensitivity = stricter_sensitivity(sensitivity, item.sensitivity)
-    policy = belief_time.policy_for(first.scope)
+    stamps = belief_time.policy_for(first.scope).stamps(
+        kind=first.kind, sensitivity=sensitivity, inserted_at=timezone.now(),
+        relevant_until=first.relevant_until)
     new = knowledge_propose(
         account_id=first.account_id, statement=statement, scope=first.scope,
         subject_peer=first.subject_peer, actor=actor, kind=first.kind, level=first.level,
@@ -510,8 +512,7 @@ def _replace(originals: list[Knowledge], *, statement: str, actor: Peer, accept_
         relevant_from=first.relevant_from, relevant_until=first.relevant_until,
         proposed_by=actor, extractor="governance/correction",
         sources=[{key: value, "excerpt": excerpt} for (key, value), excerpt in sources.items()],
-        **policy.stamps(kind=first.kind, sensitivity=sensitivity, inserted_at=timezone.now(),
-                        relevant_until=first.relevant_until))
+        revalidate_after=stamps["revalidate_after"], expires_at=stamps["expires_at"])
     Knowledge.objects.filter(pk=new.pk).update(supersedes=first)
     new.supersedes_id = first.pk
     evidence = {"replaces": [str(item.pk) for item in originals], "note": note}

@@ -106,6 +106,32 @@ def conversation_addressee(msg: Message) -> str | None:
     return others.pop() if len(keys) == 2 and len(others) == 1 else None
 
 
+CURRENT_SHOWN = 10
+CURRENT_POOL = 60
+
+
+def current_statements(msg: Message, *, names: dict[str, str], addressee_key: str | None
+                       ) -> tuple[tuple[str, str | None, str], ...]:
+    """The current statements a model is shown so it can say which one a claim updates:
+    about the speaker, the listener and peers named in the text, in this scope; the
+    newest CURRENT_POOL, then the CURRENT_SHOWN closest to the message by embedding."""
+    from governance.intake.supersession import CANDIDATE_STATES, cosines
+
+    lowered = msg.text.lower()
+    keys = {msg.peer.key, *([addressee_key] if addressee_key else []),
+            *(key for name, key in names.items()
+              if re.search(rf"\b{re.escape(name)}\b", lowered))}
+    rows = list(Knowledge.objects.filter(
+        account_id=msg.account_id, scope_id=msg.scope_id, state__in=CANDIDATE_STATES,
+        subject_peer__key__in=sorted(keys)).order_by("-inserted_at")
+        .values_list("id", "subject_peer__key", "statement")[:CURRENT_POOL])
+    if not rows:
+        return ()
+    scores = cosines(msg.text, [statement for _, _, statement in rows])
+    ranked = sorted(zip(scores, rows, strict=True), key=lambda pair: -pair[0])
+    return tuple((str(i), key, statement) for _, (i, key, statement) in ranked[:CURRENT_SHOWN])
+
+
 @dataclass
 class Outcome:
     proposed: int = 0
@@ -135,13 +161,14 @@ def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: An
         level=Knowledge.Level.PEER if subject else Knowledge.Level.SCOPE,
         confidence=claim.confidence, sensitivity=claim.sensitivity,
         relevant_from=claim.relevant_from, relevant_until=claim.relevant_until,
-        proposed_by=proposer, extractor=extractor, sources=[source], **stamps)
+        proposed_by=proposer, extractor=extractor, sources=[source],
+        revalidate_after=stamps["revalidate_after"], expires_at=stamps["expires_at"])
     kept = gate_a(item, excerpt=source.get("excerpt", ""), message_text=message_text,
                   names=names)
     if kept is None or kept.pk != item.pk:
         return kept  # rejected as junk, or merged into an existing statement
     item = gate_b(item, self_observation=claim.self_observation)
-    settle_update(item, actor=PIPELINE, names=names)
+    settle_update(item, actor=PIPELINE, names=names, replaces=claim.replaces)
     return item
 
 
@@ -152,18 +179,22 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
     With embed=False the caller enqueues embedding for `Outcome.kept` itself (a batch
     embeds in one call)."""
     account_id = uuid.UUID(str(account_id))
+    extractor = get_extractor()
     # 1. read
     with account_context(account_id):
         msg = Message.objects.select_related("peer").filter(pk=message_id).first()
         if msg is None or msg.extracted_at is not None:
             return Outcome()
         names = known_peer_names(account_id, msg.scope_id)
+        addressee = conversation_addressee(msg)
+        current: tuple[tuple[str, str | None, str], ...] = ()
+        if not isinstance(extractor, RuleBasedExtractor):
+            current = current_statements(msg, names=names, addressee_key=addressee)
         observed = ObservedMessage(
             message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
             speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names,
-            addressee_key=conversation_addressee(msg))
+            addressee_key=addressee, current=current)
     # 2. model (no connection held)
-    extractor = get_extractor()
     if not isinstance(extractor, RuleBasedExtractor):
         _release_connection()
     from memhouse.usage import metering

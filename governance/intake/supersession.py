@@ -281,7 +281,7 @@ def _says_more(new: str, old: str, names: frozenset[str]) -> bool:
                 - set(content_words(claim_body(old), names=names)))
 
 
-def _cosines(new: str, olds: list[str]) -> list[float]:
+def cosines(new: str, olds: list[str]) -> list[float]:
     from retrieval.embedding import get_embedder
 
     vectors = get_embedder().embed_documents([new, *olds])
@@ -318,18 +318,28 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
             shared.append((index, sorted(common)[0], False))
     if not shared:
         return None
-    cosines = _cosines(statement, [olds[index] for index, _, _ in shared])
+    scores = cosines(statement, [olds[index] for index, _, _ in shared])
     cue = has_update_cue(statement)
     best: tuple[int, str, float, bool] | None = None
-    for (index, slot, is_single), cos in zip(shared, cosines, strict=True):
+    for (index, slot, is_single), cos in zip(shared, scores, strict=True):
         floor = SINGLE_MIN_COSINE if is_single else MULTI_MIN_COSINE
         if cos >= floor and (best is None or cos > best[2]):
             best = (index, slot, round(cos, 4), cue)
     return best
 
 
-def find_update(item: Knowledge, *, names: frozenset[str] = frozenset()) -> Update | None:
-    """The current row that `item` (just placed) updates, if any: the closest match."""
+def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
+                replaces: str | None = None) -> Update | None:
+    """The current row that `item` (just placed) updates, if any: the one a model-backed
+    extractor named (only a current row about the same subject in the same scope), else
+    the closest match of the model-free rule."""
+    if replaces is not None:
+        named = Knowledge.objects.filter(
+            account_id=item.account_id, scope_id=item.scope_id, pk=replaces,
+            subject_peer_id=item.subject_peer_id, state__in=CANDIDATE_STATES).exclude(
+            pk=item.pk).first()
+        if named is not None:
+            return Update(old=named, slot="model", cosine=1.0, cue=True)
     if not is_candidate(item.statement):
         return None  # most claims: no query at all
     candidates = list(
@@ -376,8 +386,8 @@ def _mark_supersedes(newer: Knowledge, older: Knowledge, *, confidence: float) -
     _link(source=newer, target=older, type_=Relation.Type.SUPERSEDES, confidence=confidence)
 
 
-def settle_update(item: Knowledge, *, actor: str,
-                  names: frozenset[str] = frozenset()) -> str | None:
+def settle_update(item: Knowledge, *, actor: str, names: frozenset[str] = frozenset(),
+                  replaces: str | None = None) -> str | None:
     """Apply the update rule to a freshly placed row. Returns what happened:
     "superseded_old", "late_arrival", "contradiction" or None. Call inside the
     transaction that placed `item`."""
@@ -387,7 +397,7 @@ def settle_update(item: Knowledge, *, actor: str,
 
     if item.state not in (lifecycle.ACTIVE, lifecycle.PROVISIONAL):
         return None  # held rows wait for a curator; rejected ones replace nothing
-    update = find_update(item, names=names)
+    update = find_update(item, names=names, replaces=replaces)
     if update is None:
         return None
     old = update.old

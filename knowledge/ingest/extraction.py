@@ -56,6 +56,10 @@ class ObservedMessage:
     # the only other speaker of a two-party session). An unnamed "you" resolves to it;
     # a vocative in the text ("Mel, you...") still wins.
     addressee_key: str | None = None
+    # Current statements about the people in this message (id, subject key or None for the
+    # scope, statement), nearest first: what a model-backed extractor may say a claim
+    # replaces. The rule-based extractor ignores them (intake detects updates itself).
+    current: tuple[tuple[str, str | None, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.occurred_at, datetime) or not _is_aware(self.occurred_at):
@@ -74,6 +78,9 @@ class ExtractedClaim:
     self_observation: bool  # speaker is the subject
     source_message_id: str
     evidence_span: tuple[int, int]  # char offsets into ObservedMessage.text
+    # The id of an ObservedMessage.current statement this claim replaces (an update),
+    # only ever one the extractor was shown.
+    replaces: str | None = None
 
 
 @runtime_checkable

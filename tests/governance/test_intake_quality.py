@@ -270,3 +270,36 @@ def test_a_scope_overrides_belief_time_nearest_wins_and_backfill_stamps_old_rows
     with account_context(committed_world.account.id):
         pref.refresh_from_db()
     assert pref.revalidate_after is not None
+
+
+def _model_claim(statement: str, evidence: str, replaces: str | None = None) -> dict[str, Any]:
+    return {"claims": [{"statement": statement, "subject": "speaker", "kind": "fact",
+                        "confidence": 0.8, "sensitivity": "internal", "relative_date": None,
+                        "absolute_from": None, "absolute_until": None, "evidence": evidence,
+                        "replaces": replaces}]}
+
+
+def test_with_a_provider_the_model_names_what_a_claim_replaces_from_what_it_was_shown(
+        live_server: Any, keys: Any, committed_world: Any, fake_llm: Any) -> None:
+    fake_llm.replies.append((200, _model_claim("Alice rides the 38 bus to work.",
+                                               "I take the 38 bus to work")))
+    post(live_server, keys.alice, "I take the 38 bus to work.")
+    bus = rows(committed_world, "bus")[0]
+    assert bus.state == "active" and bus.extractor == "llm/llm-v3"
+    # An id the model was not shown is ignored: nothing is retired.
+    fake_llm.replies.append((200, _model_claim("Alice cycles to work on Fridays.",
+                                               "I cycle on Fridays",
+                                               replaces="00000000-0000-4000-8000-000000000000")))
+    post(live_server, keys.alice, "I cycle on Fridays.", at=T0 + timedelta(days=1))
+    fake_llm.replies.append((200, _model_claim("Alice cycles to work every day.",
+                                               "I cycle to work every day now",
+                                               replaces=str(bus.pk))))
+    post(live_server, keys.alice, "I cycle to work every day now.", at=T0 + timedelta(days=2))
+    shown = fake_llm.requests[-1]["json"]["messages"][-1]["content"]
+    assert str(bus.pk) in shown and "current_statements" in shown
+    with account_context(committed_world.account.id):
+        bus.refresh_from_db()
+        daily = Knowledge.objects.get(statement="Alice cycles to work every day.")
+        fridays = Knowledge.objects.get(statement="Alice cycles to work on Fridays.")
+    assert (bus.state, bus.state_reason) == ("superseded", "f4_updated_by_source")
+    assert daily.supersedes_id == bus.pk and fridays.state == "active"

@@ -134,7 +134,7 @@ def test_extractors_satisfy_the_protocol() -> None:
     assert (rule.name, rule.version) == ("rule-based", "rule-v3")
     llm = LLMExtractor(ScriptedProvider({"claims": []}))
     assert isinstance(llm, Extractor)
-    assert (llm.name, llm.version) == ("llm", "llm-v2")
+    assert (llm.name, llm.version) == ("llm", "llm-v3")
 
 
 # ==========================================================================================
@@ -633,6 +633,7 @@ def item(**changes: Any) -> dict[str, Any]:
         "absolute_from": None,
         "absolute_until": None,
         "evidence": "I went to a LGBTQ support group yesterday",
+        "replaces": None,
     }
     base.update(changes)
     return base

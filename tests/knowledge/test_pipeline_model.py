@@ -39,7 +39,7 @@ class FakeModel:
                     "statement": "Caroline adopted a greyhound.", "subject": "speaker",
                     "kind": "event", "confidence": 0.8, "sensitivity": "internal",
                     "relative_date": None, "absolute_from": None, "absolute_until": None,
-                    "evidence": "I adopted a greyhound"}]})
+                    "evidence": "I adopted a greyhound", "replaces": None}]})
                 body = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
                 self.send_response(fake.status)
                 self.send_header("Content-Type", "application/json")
@@ -81,7 +81,7 @@ def test_model_extraction_runs_with_no_database_connection_held(committed_world,
     with account_context(committed_world.account.id):
         k = Knowledge.objects.get()
         assert (k.statement, k.state, k.extractor) == (
-            "Caroline adopted a greyhound.", "active", "llm/llm-v2")
+            "Caroline adopted a greyhound.", "active", "llm/llm-v3")
 
 
 def test_a_failing_model_degrades_to_the_rule_based_extractor(committed_world, fake_model):

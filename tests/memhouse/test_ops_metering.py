@@ -49,7 +49,8 @@ def counter(metric: Any, *labels: str) -> float:
 
 CLAIM = {"statement": "Caroline likes green tea.", "subject": "speaker", "kind": "preference",
          "confidence": 0.9, "sensitivity": "internal", "relative_date": None,
-         "absolute_from": None, "absolute_until": None, "evidence": "I like green tea"}
+         "absolute_from": None, "absolute_until": None, "evidence": "I like green tea",
+         "replaces": None}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -66,7 +66,8 @@ class SlowModel:
                 content = json.dumps({"claims": [{
                     "statement": CLAIMS[topic], "subject": "speaker", "kind": "event",
                     "confidence": 0.8, "sensitivity": "internal", "relative_date": None,
-                    "absolute_from": None, "absolute_until": None, "evidence": topic}]})
+                    "absolute_from": None, "absolute_until": None, "evidence": topic,
+                    "replaces": None}]})
                 body = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
                 try:
                     self.send_response(200)
