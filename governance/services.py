@@ -333,9 +333,33 @@ def knowledge_promote(*, item: Knowledge, actor: Peer, level: str,
 def _confirm(item: Knowledge, *, actor: Peer, reason: str, evidence: dict[str, Any]
              ) -> Knowledge:
     now = timezone.now()
-    return transition(item, lifecycle.ACTIVE, actor=actor, reason=reason,
+    item = transition(item, lifecycle.ACTIVE, actor=actor, reason=reason,
                       verification=VERIFY.SUBJECT_CONFIRMED, evidence=evidence,
                       **next_revalidation(item, now))
+    _retire_contradicted(item, actor=actor)
+    return item
+
+
+def _retire_contradicted(item: Knowledge, *, actor: Peer) -> None:
+    """The subject confirmed someone else's update about them: the current rows it
+    contradicts (about the same subject) are now outdated by the subject's own word."""
+    from knowledge.models import Relation
+
+    older = (Knowledge.objects.filter(
+        relations_in__source=item, relations_in__type=Relation.Type.CONTRADICTS,
+        subject_peer_id=item.subject_peer_id, state__in=sorted(CORRECTABLE))
+        .exclude(pk=item.pk).distinct())
+    for old in older:
+        if item.supersedes_id is None:
+            Knowledge.objects.filter(pk=item.pk).update(supersedes=old)
+            item.supersedes_id = old.pk
+        Relation.objects.get_or_create(account_id=item.account_id, source=item, target=old,
+                                       type=Relation.Type.SUPERSEDES)
+        transition(old, lifecycle.SUPERSEDED, actor=actor, reason="f4_subject_confirmed_update",
+                   verification=VERIFY.SUBJECT_CONFIRMED,
+                   evidence={"superseded_by": str(item.pk)})
+        close_open_work(old, status=V.Status.RESOLVED, resolution="superseded", by=actor)
+        drop_derived_rows([old.pk])
 
 
 @transaction.atomic

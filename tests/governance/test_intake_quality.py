@@ -121,6 +121,14 @@ def test_someone_elses_update_retires_nothing_and_goes_to_review(
         assert Relation.objects.filter(source=austin, target=denver, type="contradicts").exists()
         review = Validation.objects.get(knowledge=denver, kind="contradiction")
         assert review.status == "open" and str(austin.pk) in review.note
+    # The subject confirms the newer claim: now it is their word, and Denver is retired.
+    r = api(live_server, keys.alice, "POST", f"me/knowledge/{austin.pk}/confirm", {})
+    assert r.status_code == 200, r.text
+    with account_context(committed_world.account.id):
+        denver.refresh_from_db()
+        review.refresh_from_db()
+    assert (denver.state, denver.state_reason) == ("superseded", "f4_subject_confirmed_update")
+    assert review.status == "resolved"
 
 
 def test_different_things_of_a_kind_coexist(live_server: Any, keys: Any,
