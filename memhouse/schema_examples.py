@@ -21,6 +21,12 @@ SCOPE_ID = "6f7a8b9c-0d1e-4f3a-8b4c-d5e6f7a8b908"
 NOW = "2026-12-01T10:00:00+00:00"
 
 STATEMENT = "Caroline went to a support group."
+EFFECTIVE_BELIEF_TIME = {
+    "revalidate_days": {"fact": 180, "preference": 30, "relation": 180, "skill": 365,
+                        "event": None},
+    "sensitivity_factor": {"public": 1.0, "internal": 1.0, "personal": 0.5, "restricted": 0.25},
+    "expiry_grace_days": 7,
+}
 
 
 def knowledge(state: str = "active", reason: str = "f4_gate_a_b_accepted",
@@ -313,25 +319,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_scopes_settings_belief_time_retrieve": {
         "status": 200,
         "response": {"scope": "/demo", "belief_time": {"revalidate_days": {"preference": 30}},
-                     "effective": {"revalidate_days": {"fact": 180, "preference": 30,
-                                                       "relation": 180, "skill": 365,
-                                                       "event": None},
-                                   "sensitivity_factor": {"public": 1.0, "internal": 1.0,
-                                                          "personal": 0.5,
-                                                          "restricted": 0.25},
-                                   "expiry_grace_days": 7}},
+                     "effective": EFFECTIVE_BELIEF_TIME},
     },
     "v1_scopes_settings_belief_time_update": {
         "status": 200,
         "request": {"scope": "/demo", "belief_time": {"revalidate_days": {"preference": 30}}},
         "response": {"scope": "/demo", "belief_time": {"revalidate_days": {"preference": 30}},
-                     "effective": {"revalidate_days": {"fact": 180, "preference": 30,
-                                                       "relation": 180, "skill": 365,
-                                                       "event": None},
-                                   "sensitivity_factor": {"public": 1.0, "internal": 1.0,
-                                                          "personal": 0.5,
-                                                          "restricted": 0.25},
-                                   "expiry_grace_days": 7}},
+                     "effective": EFFECTIVE_BELIEF_TIME},
     },
     "v1_me_knowledge_retrieve": {
         "status": 200,
