@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -193,12 +194,32 @@ def _space_and_vector(reader: Reader, query: str) -> tuple[uuid.UUID | None, tup
     return space.id, tuple(vector)
 
 
+_FIRST_PERSON = re.compile(r"\b(?:(I|me|myself)|(my|mine))\b", re.IGNORECASE)
+
+
+def for_the_reader(reader: Reader, query: str) -> str:
+    """A peer reader's "I" / "my" is that peer: "Where do I work?" searches as "Where do
+    Sam Okafor work?" (statements are stored in the third person, by name)."""
+    if reader.posture != "peer" or reader.peer_id is None or not _FIRST_PERSON.search(query):
+        return query
+    from knowledge.models import Peer
+
+    name = (Peer.objects.filter(pk=reader.peer_id).values_list("display_name", "key")
+            .first() or ("", ""))
+    who = name[0] or name[1]
+    if not who:
+        return query
+
+    return _FIRST_PERSON.sub(lambda m: who if m.group(1) else f"{who}'s", query)
+
+
 def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit: int = 10,
            offset: int = 0, as_of: datetime | None = None,
            strategies: tuple[str, ...] | None = None, blank_fallback: bool = False
            ) -> SearchResult:
     """Search for `reader` at `scope`. `strategies` is an internal evaluation override."""
     started = time.monotonic()
+    query = for_the_reader(reader, query)
     reserved = profile.rerank_reserve_ms if profile.rerank else 0
     deadline = started + max(1, profile.deadline_ms - reserved) / 1000.0
     now = timezone.now()

@@ -393,3 +393,20 @@ def test_visible_count_stops_at_its_cap(corpus, monkeypatch):
         assert sql.visible_count(ctx) >= 6
         monkeypatch.setattr(sql, "COUNT_CAP", 3)
         assert sql.visible_count(ctx) == 3  # the test settings cache nothing (TTL 0)
+
+
+def test_a_peer_readers_first_person_is_that_peer(committed_world):
+    from knowledge.selectors import reader_for
+    from memhouse.principal import Principal
+    from retrieval.engine import for_the_reader
+
+    w = committed_world
+    with account_context(w.account.id):
+        alice = reader_for(principal=Principal(account_id=w.account.id, peer=w.subject,
+                                               via="session"))
+        assert for_the_reader(alice, "Where do I work? Is my desk near me?") == (
+            "Where do Alice work? Is Alice's desk near Alice?")
+        assert for_the_reader(alice, "Where does Bob work?") == "Where does Bob work?"
+        peerless = reader_for(principal=Principal(account_id=w.account.id, peer=None,
+                                                  via="api_key"))
+        assert for_the_reader(peerless, "Where do I work?") == "Where do I work?"
