@@ -47,7 +47,8 @@ _END = (r"(?=[.,;!?:]|$| [-\u2013\u2014]| (?:and|but|with|since|now|these days|f
         r"|as of|for|as|on|in|at|near|because|after|before|when|which|who|so|going forward"
         r"|anymore|again|instead|lately|right now|currently)\b)")
 # Whose or which: "Sam's", "my", "our", "the" (repeatable: "Tomas's dog's vet").
-_OWNER = r"(?:(?:\w+(?:'s|\u2019s|s')|my|our|his|her|their|the|its) )*"
+_WHOSE = r"(?:(?:\w+ ){0,3}\w+(?:'s|\u2019s|s')|my|our|his|her|their|its)"  # "Omar Haddad's"
+_OWNER = rf"(?:(?:{_WHOSE}|the) )*"
 _K = r"(?P<k>[\w -]{3,40}?)"  # the thing an attribute belongs to ("the Q3 launch")
 _NAME = r"(?-i:[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"  # a proper name, case kept
 _NOW = r"(?:now |still |actually |currently |officially |no longer |not )?"
@@ -119,10 +120,18 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                    rf"{_V}{_END}",
                    rf"\bcar is (?:now )?(?:an? )?{_V}{_END}"),
     "school": _frames(rf"\b(?:studies|studying|enrolled|student|teaches|teaching) at {_V}{_END}",
-                      r"\b(?:goes|going|transferred|switched|moved|enrolled)(?: (?:\w+'s|my|our"
-                      r"|his|her|their) (?:son|daughter|kids?|child(?:ren)?))? to (?P<v>[\w .'-]"
+                      rf"\b(?:goes|going|transferred|switched|moved|enrolled)(?: {_WHOSE} "
+                      r"(?:son|daughter|kids?|child(?:ren)?))? to (?P<v>[\w .'-]"
                       r"{2,40}?(?:school|university|college|academy|elementary|high|middle"
                       r"|kindergarten|preschool|daycare|nursery))\b"),
+    "commute": _frames(rf"\bcommutes? (?:to work )?(?:by|on|via) {_V}{_END}",
+                       r"\b(?P<v>(?:rides?|riding|takes?|taking|drives?|driving|cycles?|cycling"
+                       r"|bikes?|biking|walks?|walking)(?: (?:the|a|an|my|(?:\w+ ){0,2}\w+'s))?"
+                       r"(?: (?:bus|train|subway|metro|tram|ferry|bike|bicycle|car|scooter))?)"
+                       r" to work\b"),
+    "drink": _frames(rf"\b(?:likes?|takes?|drinks?|has|have|prefers?|orders?) (?:{_WHOSE} )?"
+                     r"(?P<k>coffee|tea|latte|espresso|cappuccino) (?P<v>with [\w -]{2,30}?|black"
+                     r"|plain|sweet|iced|hot|decaf)" + _END),
     "gym": _frames(r"\b(?:goes|going|go) to (?:the )?(?P<v>[\w .'&-]{2,30}? (?:gym|fitness|crossfit"
                    r"|studio|club|dojo|box))\b",
                    rf"\b(?:trains?|training|works? out|lifts?|exercises?) at {_V}{_END}"),
@@ -171,7 +180,7 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         rf"[\w@+().' /&-]{{1,40}}?){_END}",
         rf"^\s*(?P<k>[a-z][\w' -]{{1,40}}?){_LATELY} (?:is|are) {_NOW}(?P<v>(?:on|at|in|through"
         rf"|with|from|by) [\w@+().' /&-]{{1,40}}?){_END}",
-        rf"\b(?P<v>{_NAME}) is (?:now )?(?:\w+(?:'s|\u2019s)|my|our|his|her|their) new "
+        rf"\b(?P<v>{_NAME}) is (?:now )?{_WHOSE} new "
         rf"(?P<k>[a-z][\w -]{{1,30}}?){_END}",
         rf"\b(?:switched|changed|moved) {_OWNER}(?P<k>[a-z][\w -]{{1,30}}?) (?:over )?"
         rf"(?:to|for) {_V}{_END}",
@@ -179,7 +188,7 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         rf"(?:lessons|classes|sessions|therapy|tutoring|coaching)) (?P<v>with [\w .'-]{{2,40}}?)"
         rf"{_END}",
         rf"\b(?:seeing|using|uses|sees|got|hired|chose|picked|going with) (?P<v>{_NAME}) as "
-        rf"(?:\w+(?:'s|\u2019s)|my|our|his|her|their) (?P<k>[a-z][\w -]{{1,30}}?){_END}"),
+        rf"{_WHOSE} (?P<k>[a-z][\w -]{{1,30}}?){_END}"),
 }
 # A "has" value must name something (a name, a number, a time or place, several words),
 # not describe it: "Sam's dog is old" and "Sam's dog is cute" are both true.
