@@ -341,7 +341,8 @@ class ScopeBeliefTimeApi(APIView):
                 "belief_time": (scope.settings or {}).get(belief_time.SETTING_KEY),
                 "effective": {"revalidate_days": policy.revalidate_days,
                               "sensitivity_factor": policy.sensitivity_factor,
-                              "expiry_grace_days": policy.expiry_grace_days}}
+                              "expiry_grace_days": policy.expiry_grace_days,
+                              "expire": policy.expire}}
 
     def get(self, request: Request) -> Response:
         p = principal_of(request)

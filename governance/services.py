@@ -528,7 +528,7 @@ def _replace(originals: list[Knowledge], *, statement: str, actor: Peer, accept_
         sensitivity = stricter_sensitivity(sensitivity, item.sensitivity)
     stamps = belief_time.policy_for(first.scope).stamps(
         kind=first.kind, sensitivity=sensitivity, inserted_at=timezone.now(),
-        relevant_until=first.relevant_until)
+        relevant_until=first.relevant_until, statement=statement)
     new = knowledge_propose(
         account_id=first.account_id, statement=statement, scope=first.scope,
         subject_peer=first.subject_peer, actor=actor, kind=first.kind, level=first.level,

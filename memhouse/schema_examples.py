@@ -26,6 +26,7 @@ EFFECTIVE_BELIEF_TIME = {
                         "event": None},
     "sensitivity_factor": {"public": 1.0, "internal": 1.0, "personal": 0.5, "restricted": 0.25},
     "expiry_grace_days": 7,
+    "expire": "scheduled",
 }
 
 

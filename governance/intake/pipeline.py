@@ -154,7 +154,7 @@ def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: An
         return None  # the extractor named a peer that does not exist: never guess
     stamps = policy.stamps(kind=claim.kind, sensitivity=claim.sensitivity,
                            inserted_at=timezone.now(), relevant_until=claim.relevant_until,
-                           said_at=said_at)
+                           said_at=said_at, statement=claim.statement)
     item = knowledge_propose(
         account_id=account_id, statement=claim.statement, scope=scope, subject_peer=subject,
         actor=PIPELINE, kind=claim.kind,

@@ -174,12 +174,15 @@ def test_belief_time_is_stamped_and_the_workers_move_real_rows(
     assert transitions[-2:] == ["needs_revalidation", "stale"]
 
 
-def test_a_bounded_claim_expires_after_its_valid_time_and_grace(
+def test_a_scheduled_claim_expires_after_its_valid_time_and_grace(
         live_server: Any, keys: Any, committed_world: Any) -> None:
     from governance import workers
 
-    post(live_server, keys.alice, "I am in Lisbon next week for the offsite.")
-    item = next(k for k in rows(committed_world, "Lisbon") if k.state == "active")
+    post(live_server, keys.alice, "I have a flight to Berlin tomorrow.",
+         "I am in Lisbon next week for the offsite.")
+    lisbon = next(k for k in rows(committed_world, "Lisbon") if k.state == "active")
+    assert lisbon.relevant_until is not None and lisbon.expires_at is None  # history later
+    item = next(k for k in rows(committed_world, "Berlin") if k.state == "active")
     assert item.relevant_until is not None
     assert item.expires_at == item.relevant_until + timedelta(days=7)
     assert workers.expire_due(committed_world.account.id,
@@ -311,3 +314,18 @@ def test_with_a_provider_the_model_names_what_a_claim_replaces_from_what_it_was_
         fridays = Knowledge.objects.get(statement="Alice cycles to work on Fridays.")
     assert (bus.state, bus.state_reason) == ("superseded", "f4_updated_by_source")
     assert daily.supersedes_id == bus.pk and fridays.state == "active"
+
+
+def test_a_date_that_is_the_claim_still_ends_an_appointment() -> None:
+    from governance.belief_time import DEFAULT, stated_day_end
+
+    said = datetime(2026, 11, 2, 9, tzinfo=UTC)
+    statement = "Alice's dentist appointment is on 3 November 2026."
+    assert stated_day_end(statement) == datetime(2026, 11, 4, tzinfo=UTC)
+    stamps = DEFAULT.stamps(kind="fact", sensitivity="internal", inserted_at=said,
+                            relevant_until=None, said_at=said, statement=statement)
+    assert stamps["expires_at"] == datetime(2026, 11, 11, tzinfo=UTC)
+    history = DEFAULT.stamps(kind="event", sensitivity="internal", inserted_at=said,
+                             relevant_until=datetime(2026, 11, 1, tzinfo=UTC), said_at=said,
+                             statement="Alice went to a support group.")
+    assert history["expires_at"] is None and history["revalidate_after"] is None
