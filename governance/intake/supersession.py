@@ -42,8 +42,8 @@ from knowledge.models import Knowledge
 
 _I = re.IGNORECASE
 
-_V = r"(?P<v>[\w@+().' /&-]{2,40}?)"  # a value, up to the end of its clause
-_END = (r"(?=[.,;!?:]|$| [-\u2013\u2014]| (?:and|but|with|since|now|these days|from|starting"
+_V = r"(?P<v>[\w@+().,$\u20ac\u00a3' /&-]{2,40}?)"  # a value, up to the end of its clause
+_END = (r"(?=[.,;!?:](?!\d)|$| [-\u2013\u2014]| (?:and|but|with|since|now|these days|from|starting"
         r"|as of|for|as|on|in|at|near|because|after|before|when|which|who|so|going forward"
         r"|anymore|again|instead|lately|right now|currently)\b)")
 # Whose or which: "Sam's", "my", "our", "the" (repeatable: "Tomas's dog's vet").
@@ -189,7 +189,7 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
     "has": _frames(
         rf"(?:^|\b)(?:(?:\w+(?:'s|\u2019s)|my|our|his|her|their) )+(?P<k>[a-z][\w' -]{{1,40}}?)"
         rf"{_LATELY} (?:is|are) {_NOW}(?P<v>(?:(?:on|at|in|through|with|from|by|an?|the) )?"
-        rf"[\w@+().' /&-]{{1,40}}?){_END}",
+        rf"[\w@+().,$\u20ac\u00a3' /&-]{{1,40}}?){_END}",
         rf"^\s*(?P<k>[a-z][\w' -]{{1,40}}?){_LATELY} (?:is|are) {_NOW}(?P<v>(?:on|at|in|through"
         rf"|with|from|by) [\w@+().' /&-]{{1,40}}?){_END}",
         rf"\b(?P<v>{_NAME}) is (?:now )?{_WHOSE} new "

@@ -1,0 +1,66 @@
+"""The model-free update rule on statements as the extractor writes them (the real
+default embedder decides closeness): pairs that are updates, and pairs that must coexist."""
+
+from __future__ import annotations
+
+import pytest
+
+from governance.intake.supersession import best_update, is_candidate, single_slots
+
+NAMES = frozenset({"sam"})
+
+UPDATES = [
+    ("Sam's dentist appointment is on Tuesday at 10.",
+     "The dentist moved Sam's appointment to Thursday at 4."),
+    ("Sam lives in Denver.", "Sam moved to Austin."),
+    ("Sam works at Google.", "Sam started a new job at Stripe."),
+    ("Sam is vegetarian.", "Sam went vegan."),
+    ("Sam's favorite band is Radiohead.", "Sam's favorite band is now Arcade Fire."),
+    ("Sam's phone number is 555-123-4567.", "Sam's new number is 555-987-6543."),
+    ("Sam drives a Honda Civic.", "Sam drives a Tesla now."),
+    ("Sam is single.", "Sam is engaged."),
+    ("Sam's flight to Paris is on Friday.", "Sam's flight got pushed to Saturday."),
+    ("Sam's therapist is Dr. Nguyen.", "Sam's therapist is Dr. Patel now."),
+    ("Sam's car insurance is with Geico.", "Sam switched Sam's car insurance to Progressive."),
+    ("Sam is allergic to cats.", "Turns out Sam is not allergic to cats."),
+    ("Sam has two cats.", "Sam has three cats now."),
+    ("Sam's rent is $1,800 a month.", "Sam's rent went up to $1,950 a month."),
+    ("Sam said the deadline for the grant is May 1.",
+     "Sam said the grant deadline was extended to May 15."),
+]
+
+COEXIST = [
+    ("Sam likes hiking.", "Sam likes painting."),
+    ("Sam has a meeting with Bob on Tuesday.", "Sam has a meeting with Ann on Friday."),
+    ("Sam went to a support group.", "Sam joined a new activist group."),
+    ("Sam's dog is old.", "Sam's dog is cute."),
+    ("Sam lives in Denver.", "Sam lives in Denver, Colorado."),
+    ("Sam's family is Sam's motivation.", "Sam's family is awesome - Sam, the missus, the kids."),
+    ("Sam loves creating art.", "Sam is game for trying new art."),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), UPDATES)
+def test_an_update_replaces_the_older_statement(old: str, new: str) -> None:
+    assert is_candidate(new)
+    assert best_update(new, [old], names=NAMES) is not None
+
+
+@pytest.mark.parametrize(("old", "new"), COEXIST)
+def test_different_facts_coexist(old: str, new: str) -> None:
+    assert best_update(new, [old], names=NAMES) is None
+
+
+def test_the_rule_works_both_ways_for_a_late_arrival() -> None:
+    # The stored row carries the change wording; the late claim is the older one.
+    assert best_update("Sam's flight to Paris is on Friday.",
+                       ["Sam's flight got pushed to Saturday."], names=NAMES) is not None
+
+
+def test_values_are_read_from_attribute_frames() -> None:
+    assert single_slots("Omar Haddad's son goes to Lincoln Elementary.") == {
+        "school": "lincoln elementary"}
+    assert single_slots("Sam is seeing Dr. Okonkwo as Sam's GP going forward.") == {
+        "has:gp": "dr okonkwo"}
+    assert single_slots("Sam said as of Monday the Atlas migration lead is Kofi.") == {
+        "lead:atlas migration": "kofi"}
