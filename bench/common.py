@@ -356,7 +356,7 @@ def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
                                      display_name=name)
                 conv.peer_keys[name] = key
     principal = Principal(account_id=account_id, peer=importer, via="api_key",
-                          scope_paths=("/",))
+                          scope_paths=("/",), act_for_all=True)
 
     total = sum(len(c.turns) for c in convs)
     done = 0

@@ -562,7 +562,7 @@ def preload(account_id: Any, convs: list[Any], batch_size: int) -> dict[str, Any
     with account_context(account_id):
         agent = Peer.objects.get(key="load-agent")
     principal = Principal(account_id=account_id, peer=agent, via="api_key",
-                          scope_paths=("/",))
+                          scope_paths=("/",), act_for_all=True)
     n = 0
     plan = batch_plan(convs, batch_size)
     for batch in plan:
@@ -683,7 +683,7 @@ def setup_account(convs: list[Any]) -> tuple[Any, str]:
                                      display_name=name)
                 conv.peer_keys[name] = key
         _, api_key = services.credential_create(account_id=account.id, peer=agent,
-                                                name="load bench")
+                                                name="load bench", act_for_all=True)
     connections.close_all()
     return account.id, api_key
 

@@ -51,6 +51,8 @@ class WhoAmIApi(APIView):
             "via": p.via,
             "scopes": list(p.scope_paths),
             "curator": p.is_curator,
+            # Whom this credential may name with peer_key (besides itself).
+            "act_for": ("all" if p.act_for_all else list(p.act_for)) if p.is_machine else [],
         })
 
 

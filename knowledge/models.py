@@ -111,6 +111,11 @@ class Credential(AccountOwned):
     secret_hash = models.CharField(max_length=64)
     # Scope paths this credential may read and write; descendants included.
     scope_paths = models.JSONField(default=list)
+    # Act-for grant of a machine credential (an agent's or a peerless key): the peers it
+    # may read for and relay messages of (`peer_key`). Humans' credentials never get one:
+    # a human reads and speaks only as themself (memhouse.acting).
+    act_for_all = models.BooleanField(default=False)
+    act_for = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

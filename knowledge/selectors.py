@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -20,20 +21,36 @@ from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, Reader, ancestor_paths
 
 
+def peer_acted_for(*, principal: Principal, peer_key: Any) -> Peer:
+    """The peer a request names with `peer_key`, when the credential may act for it: the
+    one place that decides who reads for and speaks as whom (reads and ingest both call
+    it). A human credential acts only as itself; a machine credential for itself and the
+    peers of its act-for grant. Naming anyone else is 403 `act_for_denied`, whether or not
+    that peer exists."""
+    if not isinstance(peer_key, str) or not peer_key.strip():
+        raise ApplicationError("invalid_peer_key", "peer_key must be a non-empty string")
+    if not principal.may_act_for(peer_key):
+        who = "a human credential acts only as itself" if not principal.is_machine else \
+            "this key's act-for grant does not include that peer"
+        raise ApplicationError("act_for_denied", f"may not act for {peer_key!r}: {who}",
+                               status_code=403)
+    peer = Peer.objects.filter(account_id=principal.account_id, key=peer_key).first()
+    if peer is None:
+        raise ApplicationError("unknown_peer_key", f"no peer with key {peer_key!r}",
+                               status_code=400)
+    return peer
+
+
 def reader_for(*, principal: Principal, peer_key: str | None = None) -> Reader:
     """The Reader of a request.
 
-    A named peer_key reads for that peer (an unknown key is an error, never a fallback
-    to the caller); otherwise a credential with a peer reads as that peer and a peerless
-    one reads public statements only. Scope authorisation stays the credential's.
+    A named peer_key reads for that peer, within the credential's act-for rule
+    (peer_acted_for: an unknown key is an error, never a fallback to the caller);
+    otherwise a credential with a peer reads as that peer and a peerless one reads public
+    statements only. Scope authorisation stays the credential's.
     """
     if peer_key is not None:
-        if not isinstance(peer_key, str) or not peer_key.strip():
-            raise ApplicationError("invalid_peer_key", "peer_key must be a non-empty string")
-        peer = Peer.objects.filter(account_id=principal.account_id, key=peer_key).first()
-        if peer is None:
-            raise ApplicationError("unknown_peer_key", f"no peer with key {peer_key!r}",
-                                   status_code=400)
+        peer = peer_acted_for(principal=principal, peer_key=peer_key)
         return Reader(account_id=principal.account_id, posture="peer", peer_id=peer.id,
                       scope_roots=principal.scope_paths)
     if principal.peer is not None:

@@ -115,18 +115,32 @@ def _new_key() -> tuple[str, str]:
 @transaction.atomic
 def credential_create(*, account_id: uuid.UUID, peer: Peer | None, name: str = "",
                       scope_paths: list[str] | None = None, kind: str = Credential.Kind.API_KEY,
-                      expires_at: datetime | None = None, actor: str = SYSTEM
+                      expires_at: datetime | None = None, actor: str = SYSTEM,
+                      act_for_all: bool = False, act_for: list[str] | None = None
                       ) -> tuple[Credential, str]:
-    """Mint a credential; the plaintext key is returned once and never stored."""
+    """Mint a credential; the plaintext key is returned once and never stored.
+
+    `act_for_all` / `act_for` is the act-for grant of a machine credential (an agent's or
+    a peerless key): which peers it may name with `peer_key`. A human's credential gets
+    none (400 `act_for_human`): a human acts only as themself."""
     paths = [normalise_scope_path(p) for p in (scope_paths or ["/"])]
+    keys = sorted({str(k).strip() for k in (act_for or []) if str(k).strip()})
+    if (act_for_all or keys) and peer is not None and peer.kind == Peer.Kind.HUMAN:
+        raise ApplicationError("act_for_human", "a human's credential cannot act for others")
+    unknown = set(keys) - set(Peer.objects.filter(account_id=account_id, key__in=keys)
+                              .values_list("key", flat=True))
+    if unknown:
+        raise ApplicationError("unknown_peer_key", f"no peers with keys {sorted(unknown)}")
     prefix, key = _new_key()
     cred = Credential.objects.create(account_id=account_id, peer=peer, name=name, kind=kind,
                                      prefix=prefix, secret_hash=hash_secret(key),
-                                     scope_paths=paths, expires_at=expires_at)
+                                     scope_paths=paths, expires_at=expires_at,
+                                     act_for_all=act_for_all, act_for=[] if act_for_all else keys)
     audit.append(account_id=account_id, event_type="credential.created", actor=actor,
                  target_type="credential", target_id=str(cred.pk),
                  payload={"prefix": prefix, "kind": kind,
-                          "peer": peer.key if peer else None, "scopes": paths})
+                          "peer": peer.key if peer else None, "scopes": paths,
+                          "act_for": "all" if act_for_all else keys})
     return cred, key
 
 

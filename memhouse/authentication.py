@@ -64,7 +64,8 @@ def principal_for_key(raw: str) -> Principal:
         Credential.objects.filter(pk=cred.pk).update(last_used_at=now)
     return Principal(account_id=cred.account_id, peer=peer,
                      via="token" if cred.kind == Credential.Kind.TOKEN else "api_key",
-                     scope_paths=tuple(cred.scope_paths or ["/"]), credential_id=cred.pk)
+                     scope_paths=tuple(cred.scope_paths or ["/"]), credential_id=cred.pk,
+                     act_for_all=cred.act_for_all, act_for=tuple(cred.act_for or ()))
 
 
 def principal_for_user(user: Any) -> Principal | None:

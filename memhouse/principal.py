@@ -34,6 +34,10 @@ class Principal:
     via: Literal["api_key", "token", "session"]
     scope_paths: tuple[str, ...] = ("/",)
     credential_id: uuid.UUID | None = None
+    # The credential's act-for grant (machine credentials only): every peer of the
+    # Account, or these peer keys.
+    act_for_all: bool = False
+    act_for: tuple[str, ...] = ()
 
     is_authenticated = True
     is_anonymous = False
@@ -49,6 +53,20 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.is_human and bool(self.peer.is_admin)
+
+    @property
+    def is_machine(self) -> bool:
+        """An agent's key or a peerless key: may relay for others within its grant."""
+        return self.peer is None or self.peer.kind != "human"
+
+    def may_act_for(self, peer_key: str) -> bool:
+        """The one rule of who may read for and speak as whom: oneself always; a machine
+        credential also the peers its act-for grant names; a human nobody else."""
+        if self.peer is not None and self.peer.key == peer_key:
+            return True
+        if not self.is_machine:
+            return False
+        return self.act_for_all or peer_key in self.act_for
 
     def may_access_scope(self, path: str) -> bool:
         return any(path_within(path, root) for root in self.scope_paths)

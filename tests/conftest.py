@@ -60,7 +60,8 @@ def build_world() -> World:
                                  is_curator=True)
     scribe = services.peer_create(account_id=account.id, key="scribe", kind="agent",
                                   display_name="Scribe")
-    _, agent_key = services.credential_create(account_id=account.id, peer=scribe)
+    _, agent_key = services.credential_create(account_id=account.id, peer=scribe,
+                                                act_for_all=True)
     return World(account=account, other_account=other, root=root, scope=scope, subject=alice,
                  member=bob, curator=carol, agent=scribe, agent_key=agent_key,
                  outsider=mallory, outsider_key=outsider_key)

@@ -67,15 +67,20 @@ def resolve_scope(*, principal: Principal, path: str) -> Scope:
 
 
 def _speaker(principal: Principal, peer_key: str | None, peers: dict[str, Peer]) -> Peer:
+    """Who a message is from: the credential's own peer, or a peer it may relay for
+    (knowledge.selectors.peer_acted_for: humans speak only as themselves)."""
+    from knowledge.selectors import peer_acted_for
+
     if peer_key is None:
         if principal.peer is None:
             raise ApplicationError("peer_required",
                                    "a peerless credential must name each message's peer_key")
         return principal.peer
-    peer = peers.get(peer_key)
-    if peer is None:
-        raise ApplicationError("unknown_peer_key", f"no peer with key {peer_key!r}")
-    return peer
+    if peer_key not in peers:
+        peers[peer_key] = peer_acted_for(principal=principal, peer_key=peer_key)
+    elif not principal.may_act_for(peer_key):
+        peer_acted_for(principal=principal, peer_key=peer_key)  # raises act_for_denied
+    return peers[peer_key]
 
 
 @transaction.atomic

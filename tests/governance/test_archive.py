@@ -58,7 +58,8 @@ def _populate(w) -> dict[str, Any]:
                    reason="f4_revalidation_confidence_decay", confidence=0.35)
         Relation.objects.create(account=w.account, source=liked, target=contested,
                                 type="related")
-        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key")
+        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key",
+                      act_for_all=True)
         v1 = document_create(principal=p, scope_path="/marketing", title="Plan",
                              content=b"Dana leads the copy team.\n\nLaunch in March.")
         document_version_add(principal=p, document=v1.document,

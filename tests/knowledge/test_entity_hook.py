@@ -19,7 +19,7 @@ def test_ingested_statements_are_indexed_for_entity_match(committed_world):
     with account_context(w.account.id):
         services.peer_create(account_id=w.account.id, key="caroline", kind="human",
                              display_name="Caroline")
-        messages_ingest(principal=Principal(account_id=w.account.id, peer=w.agent,
+        messages_ingest(principal=Principal(account_id=w.account.id, peer=w.agent, act_for_all=True,
                                             via="api_key"),
                         scope_path="/", messages=[IncomingMessage(
                             text="I visited Lisbon with my friend Dana.",

@@ -118,9 +118,14 @@ def test_other_accounts_scopes_and_peers_do_not_exist_for_me(live_server, chat):
               _batch(("t1", "caroline", "I love tea."), scope="/marketing/social"))
     assert r.status_code == 400 and r.json()["error"]["code"] in {"unknown_scope",
                                                                    "unknown_peer_key"}
+    # Account B's human names a peer: refused as acting for someone else, exactly as for
+    # a peer key that exists nowhere (no oracle across Accounts).
     r = _post(live_server, chat.outsider_key, "messages",
               _batch(("t1", "caroline", "I love tea."), scope="/marketing"))
-    assert r.json()["error"]["code"] == "unknown_peer_key"
+    ghost = _post(live_server, chat.outsider_key, "messages",
+                  _batch(("t1", "ghost-peer", "I love tea."), scope="/marketing"))
+    assert r.status_code == ghost.status_code == 403
+    assert r.json()["error"]["code"] == ghost.json()["error"]["code"] == "act_for_denied"
 
 
 def test_peerless_credential_must_name_the_speaker(live_server, chat):
@@ -136,7 +141,8 @@ def test_repeats_merge_into_one_statement_and_redelivery_is_a_no_op(chat):
         from knowledge.ingest.services import IncomingMessage, messages_ingest
         from memhouse.principal import Principal
 
-        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key")
+        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key",
+                      act_for_all=True)
         from django.utils import timezone
 
         now = timezone.now()
@@ -225,7 +231,8 @@ def test_a_name_shared_by_two_peers_resolves_only_within_the_scope(chat):
                                  display_name="John")
         services.scope_ensure(account_id=w.account.id, path="/x")
         services.scope_ensure(account_id=w.account.id, path="/y")
-        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key")
+        p = Principal(account_id=w.account.id, peer=w.agent, via="api_key",
+                      act_for_all=True)
         messages_ingest(principal=p, scope_path="/x", messages=[
             IncomingMessage(text="I keep bees on my roof.", occurred_at=now, peer_key="john-a")])
         messages_ingest(principal=p, scope_path="/x", messages=[

@@ -69,7 +69,7 @@ def _ingest(w, text: str) -> None:
     with account_context(w.account.id):
         services.peer_create(account_id=w.account.id, key="caroline", kind="human",
                              display_name="Caroline")
-        messages_ingest(principal=Principal(account_id=w.account.id, peer=w.agent,
+        messages_ingest(principal=Principal(account_id=w.account.id, peer=w.agent, act_for_all=True,
                                             via="api_key"),
                         scope_path="/", messages=[IncomingMessage(
                             text=text, occurred_at=timezone.now(), peer_key="caroline")])

@@ -24,8 +24,9 @@ def _active(world, **kw) -> Knowledge:
     return item
 
 
-def _principal(world, peer=None, scopes=("/",)) -> Principal:
-    return Principal(account_id=world.account.id, peer=peer, via="api_key", scope_paths=scopes)
+def _principal(world, peer=None, scopes=("/",), act_for_all=True) -> Principal:
+    return Principal(account_id=world.account.id, peer=peer, via="api_key", scope_paths=scopes,
+                     act_for_all=act_for_all)
 
 
 def test_path_helpers():
@@ -62,6 +63,15 @@ def test_reader_postures(world):
     assert exc.value.code == "unknown_peer_key"
     with pytest.raises(ApplicationError):
         reader_for(principal=_principal(world, world.agent), peer_key="mallory")  # other Account
+    # Without an act-for grant a machine key reads only as itself; a human never for others.
+    with pytest.raises(ApplicationError) as exc:
+        reader_for(principal=_principal(world, world.agent, act_for_all=False), peer_key="alice")
+    assert exc.value.code == "act_for_denied" and exc.value.status_code == 403
+    with pytest.raises(ApplicationError) as exc:
+        reader_for(principal=_principal(world, world.member), peer_key="alice")
+    assert exc.value.code == "act_for_denied"
+    assert reader_for(principal=_principal(world, world.subject), peer_key="alice").peer_id == (
+        world.subject.id)
 
 
 def test_scope_authorisation_stays_the_credentials(world):

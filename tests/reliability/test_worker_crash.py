@@ -58,7 +58,8 @@ class SlowModel:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers["Content-Length"])).decode()
-                topic = next(t for t in CLAIMS if t in raw)
+                # The cello message also shows the greyhound claim as a current statement.
+                topic = "cello" if "cello" in raw else "greyhound"
                 fake.seen.append(topic)
                 if topic == "cello" and fake.seen.count("cello") == 1:
                     fake.hanging.set()

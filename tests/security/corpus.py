@@ -121,7 +121,7 @@ def build_corpus() -> Corpus:
                            ("dave", dave)):
             _, keys[name] = ks.credential_create(account_id=w.account.id, peer=peer)
         _, keys["peerless"] = ks.credential_create(account_id=w.account.id, peer=None,
-                                                   name="etl")
+                                                   name="etl", act_for_all=True)
         _, keys["bob_token"] = ks.token_issue(peer=w.member)
         sibling = ks.scope_ensure(account_id=w.account.id, path="/marketing/paid")
         peers = {p.key: p for p in Peer.objects.all()}
@@ -140,7 +140,8 @@ def build_corpus() -> Corpus:
         msg = Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
                                      session=session, occurred_at=timezone.now(),
                                      text="Alice said acmeonly zephyr things in a session.")
-        principal = Principal(account_id=w.account.id, peer=w.agent, via="api_key")
+        principal = Principal(account_id=w.account.id, peer=w.agent, via="api_key",
+                      act_for_all=True)
         version = document_create(principal=principal, scope_path="/marketing/social",
                                   title="Acme acmeonly plan", external_id="acme-doc-ext",
                                   content=b"Zephyr acmeonly launch plan for March.")

@@ -221,7 +221,7 @@ def case_messages(c: Corpus, client: APIClient) -> None:
     for value in ("alice", "ghost-zz"):
         r = api(client, key, "POST", "messages",
                 {"scope": "/marketing", "messages": [{"text": "hi", "peer_key": value}]})
-        assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_peer_key"
+        assert r.status_code == 403 and r.json()["error"]["code"] == "act_for_denied"
     r_a = api(client, key, "POST", "messages", {"scope": SOCIAL, "messages": [{"text": "x"}]})
     r_r = api(client, key, "POST", "messages", {"scope": "/zz-none", "messages": [{"text": "x"}]})
     assert _normal(r_a, SOCIAL) == _normal(r_r, "/zz-none")
@@ -284,8 +284,10 @@ def _read_cases(c: Corpus, client: APIClient, path: str, body: dict[str, Any]) -
     """search / ask / context / stable-profile: peer_key and scope oracles, B's own rows
     only, tenancy selectors ignored."""
     key = c.keys["mallory"]
+    # B's human names A's peer: refused as acting for someone else, exactly as for a key
+    # that exists nowhere.
     r = no_oracle(c, client, key, "POST", path, "alice", body, field="peer_key")
-    assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_peer_key"
+    assert r.status_code == 403 and r.json()["error"]["code"] == "act_for_denied"
     r = no_oracle(c, client, key, "POST", path, SOCIAL, body, field="scope")
     assert r.status_code == 404
     own = api(client, key, "POST", path, body)
@@ -521,6 +523,16 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         _, b, _ = _b_context(c)
         raises(ApplicationError, lambda: ksel.reader_for(principal=b, peer_key="alice"))
 
+    def peer_acted_for(c: Corpus) -> None:
+        from dataclasses import replace
+
+        _, b, _ = _b_context(c)
+        # Even a B machine credential granted every peer does not reach A's peers.
+        machine = replace(b, peer=None, act_for_all=True)
+        with pytest.raises(ApplicationError) as err:
+            ksel.peer_acted_for(principal=machine, peer_key="alice")
+        assert err.value.code == "unknown_peer_key"
+
     def scope_for_read(c: Corpus) -> None:
         _, _b, acct = _b_context(c)
         raises(NotFound, lambda: ksel.scope_for_read(reader=internal_reader(acct), path=SOCIAL))
@@ -654,6 +666,7 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
 
     return {
         "knowledge.selectors.reader_for": reader_for,
+        "knowledge.selectors.peer_acted_for": peer_acted_for,
         "knowledge.selectors.scope_for_read": scope_for_read,
         "knowledge.selectors.scope_ancestors": scope_ancestors,
         "knowledge.selectors.sensitivity_q": q_builders,

@@ -139,7 +139,8 @@ def test_erased_content_is_unreachable_everywhere_and_stays_so_after_a_round_tri
         k_held = _fact(w, "The team meets at Kestrelford on Fridays.", subject=None, msg=said,
                        level="scope", state="held")
         version = document_create(
-            principal=Principal(account_id=w.account.id, peer=w.agent, via="api_key"),
+            principal=Principal(account_id=w.account.id, peer=w.agent, via="api_key",
+                      act_for_all=True),
             scope_path=SOCIAL, title="Ravenmoor plan",
             content=b"The Ravenmoor launch is in March. Ravenmoor is secret.")
         k_doc = _fact(w, "The Ravenmoor launch happens in March.", subject=None,

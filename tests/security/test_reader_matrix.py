@@ -144,7 +144,9 @@ def _reader(c: Corpus, p: Posture) -> Reader:
     cred = Credential.objects.get(prefix=prefix)
     peer = Peer.objects.filter(pk=cred.peer_id).first()
     return reader_for(principal=Principal(account_id=c.world.account.id, peer=peer,
-                                          via="api_key", scope_paths=tuple(cred.scope_paths)),
+                                          via="api_key", scope_paths=tuple(cred.scope_paths),
+                                          act_for_all=cred.act_for_all,
+                                          act_for=tuple(cred.act_for)),
                       peer_key=p.peer_key)
 
 
