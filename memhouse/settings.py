@@ -121,7 +121,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "memhouse.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser with a nesting limit: deep nesting is a 400, never a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["memhouse.parsers.DepthLimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "memhouse.schema.MemhouseAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["memhouse.usage.CredentialRateThrottle"],
 }
@@ -188,6 +189,17 @@ MEMHOUSE_STRATEGY_ALLOWLIST = env_list(
 # --- Limits ---------------------------------------------------------------------------
 MEMHOUSE_MAX_MESSAGE_CHARS = env_int("MEMHOUSE_MAX_MESSAGE_CHARS", 20_000, minimum=1)
 MEMHOUSE_MAX_BATCH = env_int("MEMHOUSE_MAX_BATCH", 500, minimum=1)
+# Extraction costs CPU in proportion to text (a 20,000-character message takes seconds), so
+# text is budgeted: per POST /messages (413 request_too_large) and per credential over a
+# rolling window, counted in the usage ledger (429 rate_limited with Retry-After; 0 = off).
+# Deepest JSON nesting any request body may have (400 malformed_request beyond it), and
+# the deepest a message's metadata may nest (400 invalid_input).
+MEMHOUSE_MAX_JSON_DEPTH = env_int("MEMHOUSE_MAX_JSON_DEPTH", 32, minimum=4)
+MEMHOUSE_MAX_METADATA_DEPTH = env_int("MEMHOUSE_MAX_METADATA_DEPTH", 8, minimum=1)
+MEMHOUSE_MAX_REQUEST_CHARS = env_int("MEMHOUSE_MAX_REQUEST_CHARS", 100_000, minimum=1)
+MEMHOUSE_INGEST_CHARS_PER_WINDOW = env_int("MEMHOUSE_INGEST_CHARS_PER_WINDOW", 1_000_000,
+                                           minimum=0)
+MEMHOUSE_INGEST_WINDOW_SECONDS = env_int("MEMHOUSE_INGEST_WINDOW_SECONDS", 3600, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 
 # --- Static, i18n, logging ------------------------------------------------------------
