@@ -202,6 +202,15 @@ MEMHOUSE_INGEST_CHARS_PER_WINDOW = env_int("MEMHOUSE_INGEST_CHARS_PER_WINDOW", 1
 MEMHOUSE_INGEST_WINDOW_SECONDS = env_int("MEMHOUSE_INGEST_WINDOW_SECONDS", 3600, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 
+# --- Account archives (governance/archive.py) -------------------------------------------
+# The operator key archives are signed with (HMAC-SHA256); empty: a key derived from
+# SECRET_KEY, so archives then import only where that secret is the same.
+MEMHOUSE_ARCHIVE_KEY = env_str("MEMHOUSE_ARCHIVE_KEY", "")
+# Import caps: total unpacked bytes of an archive, and the longest row.
+MEMHOUSE_ARCHIVE_MAX_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_BYTES", 8 << 30, minimum=1 << 20)
+MEMHOUSE_ARCHIVE_MAX_ROW_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_ROW_BYTES", 64 << 20,
+                                         minimum=1 << 16)
+
 # --- Static, i18n, logging ------------------------------------------------------------
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
