@@ -35,6 +35,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "memhouse.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
     "memhouse.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -95,6 +96,9 @@ else:
 
     _default_db = database_settings(DATA_DIR)
 
+# How often an API request whose transaction PostgreSQL aborted to break a deadlock (or
+# a serialization conflict) is run again before the answer is 409 write_conflict.
+MEMHOUSE_WRITE_CONFLICT_RETRIES = env_int("MEMHOUSE_WRITE_CONFLICT_RETRIES", 3, minimum=0)
 # Every request runs in one transaction: the Account setting is transaction-local
 # (set_config(..., true)), so it can never leak to the next request on a pooled connection.
 _default_db["ATOMIC_REQUESTS"] = True
