@@ -6,7 +6,8 @@ Celery workers and test runs share it; later calls reuse the running postmaster.
 Bootstrap runs as the server's superuser and does only what a superuser must:
 create the non-superuser application role and database, the `vector`
 extension (not a trusted extension) in the database and in template1, so test
-databases inherit it, and keep statement text and values out of the server log. Everything else, RLS policies included, is in migrations.
+databases inherit it, and keep statement text and values out of the server log.
+Everything else, RLS policies included, is in migrations.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 
 from knowledge import services
 from knowledge.models import Credential
@@ -45,7 +45,7 @@ def test_a_failing_statement_leaves_no_values_in_the_server_log(committed_world)
             Credential.objects.create(account_id=w.account.id, peer=w.agent, kind="api_key",
                                       prefix=taken.prefix, secret_hash=secret_hash)
         # A second kind of failure: a value the column type refuses.
-        with pytest.raises(Exception), transaction.atomic():
+        with pytest.raises(DataError), transaction.atomic():
             services.Peer.objects.filter(pk=w.agent.pk).update(
                 display_name="x" * 10_000 + secret_hash)
     time.sleep(0.5)  # the server writes its log asynchronously to us
