@@ -12,7 +12,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("MEMHOUSE_DEBUG", False)
 # The fallback key is for local use only; production sets MEMHOUSE_SECRET_KEY(_FILE).
+# memhouse.checks refuses to serve with it unless DEBUG, bound to loopback, or this:
 SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", "memhouse-insecure-local-key-change-me")
+MEMHOUSE_ALLOW_INSECURE_LOCAL = env_bool("MEMHOUSE_ALLOW_INSECURE_LOCAL", False)
 ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS",
                          ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("MEMHOUSE_CSRF_TRUSTED_ORIGINS", [])
@@ -44,6 +46,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
     "memhouse.observability.MetricsMiddleware",
 ]
 
@@ -115,6 +118,43 @@ LOGIN_REDIRECT_URL = "/console/"
 API_TOKEN_TTL_SECONDS = env_int("MEMHOUSE_API_TOKEN_TTL_SECONDS", 3600, minimum=60)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
+# A console sign-in lasts a working day, not Django's two weeks.
+SESSION_COOKIE_AGE = env_int("MEMHOUSE_SESSION_COOKIE_AGE", 8 * 3600, minimum=60)
+
+# --- Transport security (docs/deploy.md) ----------------------------------------------
+# Behind a TLS proxy: secure cookies, HSTS, and trust the proxy's X-Forwarded-Proto
+# (only when the proxy sets it and clients cannot reach the server directly).
+_secure = env_bool("MEMHOUSE_SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = _secure
+CSRF_COOKIE_SECURE = _secure
+SECURE_HSTS_SECONDS = env_int("MEMHOUSE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MEMHOUSE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("MEMHOUSE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = env_bool("MEMHOUSE_SSL_REDIRECT", False)
+# /healthz and /readyz answer over plain HTTP for container health checks.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+if env_bool("MEMHOUSE_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): the console loads htmx and its own script and
+# stylesheet from /static/ and has no inline script or style (htmx's indicator styles
+# are off in base.html), so everything is 'self'. /api/docs/ relaxes styles (memhouse.urls).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
