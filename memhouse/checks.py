@@ -3,7 +3,8 @@
 The settings fall back to a fixed, published key so that `manage.py` works out of the
 box; sessions, CSRF tokens and the archive signing key derive from it, so a server others
 can reach must never run with it. :func:`require_safe_secret_key` is called by every way
-of serving (memhouse.wsgi, memhouse.asgi; `manage.py serve` passes its bind address), and
+of serving (memhouse.wsgi and memhouse.asgi, which runserver and serve load too, with
+the address they bind; `manage.py serve` should call it first with its address), and
 `manage.py check --deploy` reports the same problem as memhouse.E001.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import sys
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -50,6 +53,22 @@ def secret_key_problem(*, bind_host: str | None = None) -> str | None:
             "MEMHOUSE_SECRET_KEY (or MEMHOUSE_SECRET_KEY_FILE) to a long random value, e.g. "
             "`openssl rand -hex 32`; for a server only this machine reaches, bind to "
             "127.0.0.1 or set MEMHOUSE_ALLOW_INSECURE_LOCAL=1.")
+
+
+def dev_server_bind_host(argv: list[str] | None = None) -> str | None:
+    """The host `manage.py runserver|serve [ADDR:]PORT` binds (Django's dev server offers
+    no hook to ask it), or None in any other process (gunicorn, uvicorn: unknown)."""
+    argv = sys.argv if argv is None else argv
+    if len(argv) < 2 or Path(argv[0]).name != "manage.py" or argv[1] not in (
+            "runserver", "serve"):
+        return None
+    positional = [a for a in argv[2:] if not a.startswith("-")]
+    if not positional or positional[0].isdigit():
+        return "127.0.0.1"  # runserver's and serve's default address
+    addr = positional[0]
+    if addr.startswith("["):
+        return addr[1:addr.find("]")]
+    return addr.rpartition(":")[0] or addr
 
 
 def require_safe_secret_key(*, bind_host: str | None = None) -> None:

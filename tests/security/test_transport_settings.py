@@ -77,6 +77,13 @@ def test_serving_with_the_built_in_key_is_refused_unless_explicitly_local():
         assert ok.returncode == 0 and "serving" in ok.stdout, ok.stderr
     asgi = _python("import memhouse.asgi")
     assert asgi.returncode != 0 and "MEMHOUSE_SECRET_KEY is not set" in asgi.stderr
+    # `manage.py serve` / `runserver` load memhouse.wsgi too: loopback is explicitly local.
+    for argv, allowed in ((["serve"], True), (["runserver", "127.0.0.1:8000"], True),
+                          (["serve", "8000"], True), (["runserver", "[::1]:8000"], True),
+                          (["serve", "0.0.0.0:8000"], False),
+                          (["runserver", "192.168.1.5:80"], False)):
+        dev = _python(f"import sys; sys.argv = ['manage.py', *{argv!r}]; " + serve)
+        assert (dev.returncode == 0) is allowed, (argv, dev.stderr[-500:])
 
 
 def test_the_bind_address_decides_for_manage_py_serve(settings):
