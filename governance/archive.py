@@ -362,6 +362,8 @@ def _extract(in_path: Path, tmp: Path, key: SigningKey) -> dict[str, Any]:
     signed manifest."""
     expected = ({"manifest.json", SIGNATURE_MEMBER}
                 | {f"tables/{name}.jsonl" for name, _ in tables()})
+    if not in_path.is_file():
+        raise ArchiveError(f"no archive file at {in_path}")
     cap = _max_bytes()
     total = 0
     seen: dict[str, _Member] = {}

@@ -406,6 +406,8 @@ def test_a_corrupt_truncated_or_oversized_archive_is_a_clear_error(committed_wor
     for bad in (truncated, garbage):
         with pytest.raises(CommandError, match="corrupt or truncated"):
             call_command("import_account", str(bad), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="no archive file"):
+        call_command("import_account", str(tmp_path / "missing.tar.gz"), stdout=io.StringIO())
     # A small archive that unpacks to far more than the cap is refused while streaming.
     bomb = tmp_path / "bomb.tar.gz"
     _rewrite(path, bomb, {"tables/messages.jsonl": lambda d: d + b" " * (64 << 20)})
