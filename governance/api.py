@@ -385,3 +385,35 @@ class ErasureApi(APIView):
             "knowledge_deleted": outcome.deleted_knowledge,
             "messages_deleted": outcome.deleted_messages,
             "versions_deleted": outcome.deleted_versions}}, status=200)
+
+
+# --- operators: dead-lettered messages --------------------------------------------------
+
+class DeadLettersApi(APIView):
+    """GET ?cursor&limit: messages whose extraction failed, newest failure first
+    (account administrators; ids, times and the error, never the text)."""
+
+    permission_classes = [IsAccountAdmin]
+
+    def get(self, request: Request) -> Response:
+        from knowledge.ingest import dead_letter
+
+        p = principal_of(request)
+        qs = dead_letter.dead_letters(p.account_id).select_related("peer", "scope")
+        page = selectors.paginate(qs, time_field="extraction_failed_at", **_page_args(request))
+        return Response({"items": [dead_letter.dead_letter_out(m) for m in page.items],
+                         "next_cursor": page.next_cursor})
+
+
+class DeadLetterRetryApi(APIView):
+    """POST: clear the mark and extract the message again (202; it may fail again)."""
+
+    permission_classes = [IsAccountAdmin]
+
+    def post(self, request: Request, message_id: uuid.UUID) -> Response:
+        from knowledge.ingest import dead_letter
+
+        p = principal_of(request)
+        msg = dead_letter.retry(account_id=p.account_id, message_id=message_id,
+                                actor=f"peer:{p.peer.key}" if p.peer else "api")
+        return Response({"id": str(msg.pk), "status": "queued"}, status=202)

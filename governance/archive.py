@@ -18,16 +18,32 @@ only while the transaction-local setting `memhouse.archive_import` is 'on'. Cont
 in the erasure ledger (the archive's and the database's, which outlives the Account row)
 is skipped, and statements left with no live source are retracted (f4_source_erased).
 The audit chain is verified against the manifest head before the import commits.
+
+Trust (issue #16): the manifest's checksums only catch accidents, since whoever edits an
+archive can recompute them. So the manifest is signed: ``manifest.sig`` holds an
+HMAC-SHA256 of the exact manifest bytes under a key kept outside the archive (an
+operator key from ``--archive-key-file`` / ``MEMHOUSE_ARCHIVE_KEY``, else one derived
+from the deployment's SECRET_KEY). Import refuses an unsigned or badly signed archive.
+Export prints the audit head; import given ``--expect-audit-head`` checks the archive
+against that out-of-band value. Credentials (API key hashes) and sign-in password hashes
+are imported only when asked (``with_credentials``); otherwise keys are dropped and
+passwords made unusable, so a planted key or hash can never authenticate.
+
+Import streams: members are copied to disk in chunks under a size cap (a small gzip
+must not decompress into memory), rows are read line by line and inserted in batches,
+and a corrupt or truncated archive is an ArchiveError, never a traceback.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import tarfile
 import tempfile
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -35,7 +51,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -65,10 +83,88 @@ VERSION = 1
 ARCHIVE_IMPORT_SETTING = "memhouse.archive_import"
 BATCH = 1000
 Progress = Callable[[str], None]
+SIGNATURE_MEMBER = "manifest.sig"
+SIGNATURE_ALG = "hmac-sha256"
+_KEY_DERIVATION = b"memhouse.account-archive.signing-key.v1"
+_CHUNK = 1 << 20
+MANIFEST_MAX_BYTES = 16 << 20
 
 
 class ArchiveError(Exception):
     pass
+
+
+# --- signing ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SigningKey:
+    key: bytes
+    source: str  # "operator" (given) or "deployment" (derived from SECRET_KEY)
+
+    @property
+    def key_id(self) -> str:
+        """A fingerprint that names the key in errors without revealing it."""
+        return hashlib.sha256(b"memhouse.archive-key-id:" + self.key).hexdigest()[:16]
+
+
+def signing_key(operator_key: str | bytes | None = None) -> SigningKey:
+    """The key archives are signed and checked with: the operator's (argument, else
+    MEMHOUSE_ARCHIVE_KEY), else one derived from SECRET_KEY, so an archive moves between
+    deployments only with an operator key both sides hold."""
+    given = operator_key or getattr(settings, "MEMHOUSE_ARCHIVE_KEY", "")
+    if given:
+        raw = given.encode("utf-8") if isinstance(given, str) else given
+        if len(raw.strip()) < 16:
+            raise ArchiveError("the archive key must be at least 16 characters")
+        return SigningKey(raw.strip(), "operator")
+    derived = hmac.new(settings.SECRET_KEY.encode("utf-8"), _KEY_DERIVATION,
+                       hashlib.sha256).digest()
+    return SigningKey(derived, "deployment")
+
+
+def _signature(manifest_bytes: bytes, key: SigningKey) -> dict[str, str]:
+    return {"alg": SIGNATURE_ALG, "key_id": key.key_id, "key_source": key.source,
+            "signature": hmac.new(key.key, manifest_bytes, hashlib.sha256).hexdigest()}
+
+
+def _check_signature(manifest_bytes: bytes, sig_bytes: bytes | None, key: SigningKey) -> None:
+    if sig_bytes is None:
+        raise ArchiveError("the archive is not signed (no manifest.sig); refusing to import "
+                           "it. Export it again with this version, or check where it came "
+                           "from")
+    try:
+        sig = json.loads(sig_bytes)
+        claimed = str(sig["signature"])
+        alg = sig["alg"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArchiveError("the archive signature (manifest.sig) is unreadable") from exc
+    if alg != SIGNATURE_ALG:
+        raise ArchiveError(f"unsupported archive signature algorithm {alg!r}")
+    expected = _signature(manifest_bytes, key)["signature"]
+    if not hmac.compare_digest(expected, claimed):
+        hint = ("it was signed with another key"
+                if sig.get("key_id") not in (None, key.key_id)
+                else "the archive was altered after it was signed")
+        raise ArchiveError(
+            f"the archive signature does not verify with the {key.source} key "
+            f"(key id {key.key_id}): {hint}. Use the key it was exported with "
+            f"(--archive-key-file / MEMHOUSE_ARCHIVE_KEY); never import an archive you "
+            f"cannot verify")
+
+
+def parse_audit_head(value: str) -> tuple[int | None, str]:
+    """'SEQ:HASH' or 'HASH' (as export prints it)."""
+    seq_text, _, hash_text = value.strip().rpartition(":")
+    hash_text = hash_text.lower()
+    if len(hash_text) != 64 or any(c not in "0123456789abcdef" for c in hash_text):
+        raise ArchiveError("--expect-audit-head takes SEQ:HASH or the 64-hex-digit HASH "
+                           "that export printed")
+    if not seq_text:
+        return None, hash_text
+    try:
+        return int(seq_text), hash_text
+    except ValueError as exc:
+        raise ArchiveError("--expect-audit-head takes SEQ:HASH with an integer SEQ") from exc
 
 
 def _user_model() -> type[models.Model]:
@@ -145,11 +241,14 @@ def _write_table(path: Path, model: type[models.Model], qs: Any) -> tuple[int, s
 
 
 def export_account(account_id: uuid.UUID | str, out_path: str | Path, *,
-                   progress: Progress = print) -> dict[str, Any]:
+                   progress: Progress = print,
+                   archive_key: str | bytes | None = None) -> dict[str, Any]:
     """Write the Account's durable tables to `out_path` (.tar.gz); return the manifest.
 
     Reads run in one REPEATABLE READ, READ ONLY transaction, so every table is from the
-    same snapshot and the manifest's audit head matches the archived chain."""
+    same snapshot and the manifest's audit head matches the archived chain. The manifest
+    is signed with :func:`signing_key`."""
+    key = signing_key(archive_key)
     account_id = uuid.UUID(str(account_id))
     out_path = Path(out_path)
     outermost = not connection.in_atomic_block
@@ -175,13 +274,18 @@ def export_account(account_id: uuid.UUID | str, out_path: str | Path, *,
             "account_slug": account.slug, "exported_at": timezone.now().isoformat(),
             "audit_head": {"seq": head["seq"], "hash": head["hash"]}, "tables": members,
         }
-        manifest_path = Path(tmp) / "manifest.json"
-        manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        manifest_bytes = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
+        (Path(tmp) / "manifest.json").write_bytes(manifest_bytes)
+        (Path(tmp) / SIGNATURE_MEMBER).write_text(json.dumps(_signature(manifest_bytes, key)))
         with tarfile.open(out_path, "w:gz") as tar:
-            tar.add(manifest_path, arcname="manifest.json")
+            tar.add(Path(tmp) / "manifest.json", arcname="manifest.json")
+            tar.add(Path(tmp) / SIGNATURE_MEMBER, arcname=SIGNATURE_MEMBER)
             for name, _ in tables():
                 tar.add(Path(tmp) / f"{name}.jsonl", arcname=f"tables/{name}.jsonl")
     progress(f"audit head seq={head['seq']} hash={head['hash']}")
+    progress(f"signed with the {key.source} key (key id {key.key_id}); keep the audit head "
+             f"apart from the archive and check it on import with "
+             f"--expect-audit-head {head['seq']}:{head['hash']}")
     progress(f"wrote {out_path} ({out_path.stat().st_size} bytes)")
     return manifest
 
@@ -206,40 +310,109 @@ class _Skips:
          "peer": self.peers}[kind].add(str(target_id))
 
 
+def _max_bytes() -> int:
+    return int(getattr(settings, "MEMHOUSE_ARCHIVE_MAX_BYTES", 8 << 30))
+
+
+def _max_row_bytes() -> int:
+    return int(getattr(settings, "MEMHOUSE_ARCHIVE_MAX_ROW_BYTES", 64 << 20))
+
+
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    """One archived table, a row at a time; a row longer than the cap or not a JSON
+    object is an ArchiveError (the digest matched, so this is a forged or buggy file)."""
+    limit = _max_row_bytes()
     with path.open("rb") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
+        number = 0
+        while line := f.readline(limit + 1):
+            number += 1
+            if len(line) > limit:
+                raise ArchiveError(f"{path.name}: row {number} is longer than {limit} bytes")
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise ArchiveError(f"{path.name}: row {number} is not valid JSON") from exc
+            if not isinstance(row, dict):
+                raise ArchiveError(f"{path.name}: row {number} is not a JSON object")
+            yield row
 
 
-def _extract(in_path: Path, tmp: Path) -> dict[str, Any]:
-    """Extract only the expected members (no path from the archive is trusted) and check
-    each against the manifest."""
-    expected = {"manifest.json"} | {f"tables/{name}.jsonl" for name, _ in tables()}
-    with tarfile.open(in_path, "r:gz") as tar:
-        for member in tar.getmembers():
-            if member.name not in expected or not member.isfile():
-                raise ArchiveError(f"unexpected archive member {member.name!r}")
-            src = tar.extractfile(member)
-            assert src is not None
-            (tmp / member.name.replace("/", "__")).write_bytes(src.read())
-    manifest_file = tmp / "manifest.json"
-    if not manifest_file.exists():
+@dataclass
+class _Member:
+    sha256: str
+    lines: int
+
+
+def _copy_member(src: Any, dest: Path) -> _Member:
+    digest = hashlib.sha256()
+    lines = 0
+    with dest.open("wb") as out:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+            lines += chunk.count(b"\n")
+            out.write(chunk)
+    return _Member(digest.hexdigest(), lines)
+
+
+def _extract(in_path: Path, tmp: Path, key: SigningKey) -> dict[str, Any]:
+    """Stream the expected members to `tmp` (no path from the archive is trusted), under
+    a cap on their total size, then check the signature and each member against the
+    signed manifest."""
+    expected = ({"manifest.json", SIGNATURE_MEMBER}
+                | {f"tables/{name}.jsonl" for name, _ in tables()})
+    if not in_path.is_file():
+        raise ArchiveError(f"no archive file at {in_path}")
+    cap = _max_bytes()
+    total = 0
+    seen: dict[str, _Member] = {}
+    small: dict[str, bytes] = {}
+    try:
+        with tarfile.open(in_path, "r|gz") as tar:  # a stream: no seeking, no index
+            for member in tar:
+                if member.name not in expected or not member.isfile():
+                    raise ArchiveError(f"unexpected archive member {member.name!r}")
+                if member.name in seen or member.name in small:
+                    raise ArchiveError(f"archive member {member.name!r} appears twice")
+                total += member.size
+                if total > cap:
+                    raise ArchiveError(
+                        f"the archive unpacks to more than {cap} bytes "
+                        f"(MEMHOUSE_ARCHIVE_MAX_BYTES); refusing it")
+                src = tar.extractfile(member)
+                assert src is not None
+                if member.name in ("manifest.json", SIGNATURE_MEMBER):
+                    if member.size > MANIFEST_MAX_BYTES:
+                        raise ArchiveError(f"{member.name} is implausibly large")
+                    small[member.name] = src.read()
+                else:
+                    seen[member.name] = _copy_member(
+                        src, tmp / member.name.replace("/", "__"))
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise ArchiveError(f"the archive is corrupt or truncated ({type(exc).__name__}: "
+                           f"{exc}); nothing was imported") from exc
+    if "manifest.json" not in small:
         raise ArchiveError("the archive has no manifest.json")
-    manifest: dict[str, Any] = json.loads(manifest_file.read_text())
-    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise ArchiveError("not a MemHouse account archive of a supported version")
-    for name, _ in tables():
-        path = tmp / f"tables__{name}.jsonl"
-        info = manifest["tables"].get(name)
-        if info is None or not path.exists():
-            raise ArchiveError(f"the archive lacks table {name}")
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != info["sha256"]:
-            raise ArchiveError(f"table {name} does not match its manifest digest")
-        if sum(1 for line in data.splitlines() if line.strip()) != info["rows"]:
-            raise ArchiveError(f"table {name} does not match its manifest row count")
+    _check_signature(small["manifest.json"], small.get(SIGNATURE_MEMBER), key)
+    try:
+        manifest: dict[str, Any] = json.loads(small["manifest.json"])
+        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+            raise ArchiveError("not a MemHouse account archive of a supported version")
+        for name, _ in tables():
+            info = manifest["tables"].get(name)
+            got = seen.get(f"tables/{name}.jsonl")
+            if info is None or got is None:
+                raise ArchiveError(f"the archive lacks table {name}")
+            if got.sha256 != info["sha256"]:
+                raise ArchiveError(f"table {name} does not match its manifest digest")
+            if got.lines != info["rows"]:
+                raise ArchiveError(f"table {name} does not match its manifest row count")
+        uuid.UUID(str(manifest["account_id"]))
+        int(manifest["audit_head"]["seq"]), str(manifest["audit_head"]["hash"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ArchiveError(f"the archive manifest is malformed ({type(exc).__name__})") \
+            from exc
     return manifest
 
 
@@ -302,9 +475,11 @@ def _keep(name: str, row: dict[str, Any], skip: _Skips) -> bool:
     return True
 
 
-def _import_users(rows: list[dict[str, Any]], progress: Progress) -> None:
+def _import_users(rows: list[dict[str, Any]], *, with_credentials: bool) -> int:
     """Sign-in users keep their ids (peers refer to them); an existing user with the same
-    id and username is reused, any other clash refuses the import."""
+    id and username is reused, any other clash refuses the import. Without
+    `with_credentials` the archived password hash is not trusted: the user gets an
+    unusable password and signs in again after a reset. Returns how many were created."""
     User = _user_model()
     created = 0
     for row in rows:
@@ -315,6 +490,8 @@ def _import_users(rows: list[dict[str, Any]], progress: Progress) -> None:
             continue
         if User._default_manager.filter(username=row["username"]).exists():
             raise ArchiveError(f"username {row['username']!r} is taken by another user")
+        if not with_credentials and "password" in row:
+            row["password"] = make_password(None)
         _decode(User, row).save(force_insert=True)
         created += 1
     if created:
@@ -327,20 +504,35 @@ def _import_users(rows: list[dict[str, Any]], progress: Progress) -> None:
                 f"SELECT setval(pg_get_serial_sequence(%s, %s), "
                 f"(SELECT max({connection.ops.quote_name(column)}) FROM "
                 f"{connection.ops.quote_name(table)}))", [table, column])
-    progress(f"  users: {created} created, {len(rows) - created} already present")
+    return created
+
+
+def _batches(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _rechunk(account_id: uuid.UUID) -> int:
     from knowledge.ingest.services import chunk_text
 
     chunks: list[DocumentChunk] = []
+    total = 0
     for vid, text in DocumentVersion.objects.filter(account_id=account_id).values_list(
             "id", "text").iterator(chunk_size=200):
         chunks += [DocumentChunk(account_id=account_id, version_id=vid, ordinal=i,
                                  text=text[s:e], start=s, end=e)
                    for i, (s, e) in enumerate(chunk_text(text))]
+        if len(chunks) >= BATCH:  # bounded memory, whatever the Account's size
+            DocumentChunk.objects.bulk_create(chunks, batch_size=BATCH)
+            total, chunks = total + len(chunks), []
     DocumentChunk.objects.bulk_create(chunks, batch_size=BATCH)
-    return len(chunks)
+    return total + len(chunks)
 
 
 def _enqueue_rebuilds(account_id: uuid.UUID) -> int:
@@ -376,17 +568,33 @@ class ImportResult:
     embedding_queued: int
 
 
-def import_account(in_path: str | Path, *, progress: Progress = print) -> ImportResult:
-    """Restore an Account from an archive into a database that does not hold it."""
+def import_account(in_path: str | Path, *, progress: Progress = print,
+                   archive_key: str | bytes | None = None, expect_audit_head: str | None = None,
+                   with_credentials: bool = False) -> ImportResult:
+    """Restore an Account from a signed archive into a database that does not hold it.
+
+    `archive_key`: the operator key the archive was signed with (default: the
+    deployment's, see :func:`signing_key`). `expect_audit_head`: 'SEQ:HASH' or 'HASH' as
+    export printed it, kept apart from the archive. `with_credentials`: also restore API
+    key hashes and sign-in password hashes (off: keys are dropped, passwords unusable)."""
     from governance.erasure import retract_orphaned
 
+    key = signing_key(archive_key)
+    expected = parse_audit_head(expect_audit_head) if expect_audit_head else None
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        manifest = _extract(Path(in_path), tmp)
+        manifest = _extract(Path(in_path), tmp, key)
         account_id = uuid.UUID(manifest["account_id"])
         head = manifest["audit_head"]
+        if expected is not None and (expected[1] != head["hash"]
+                                     or expected[0] not in (None, head["seq"])):
+            raise ArchiveError(
+                f"the archive's audit head (seq {head['seq']}, hash {head['hash']}) is not "
+                f"the expected one ({expect_audit_head}); refusing it")
         progress(f"importing Account {manifest.get('account_slug')} ({account_id}); "
-                 f"archive verified against its manifest")
+                 f"signature verified with the {key.source} key (key id {key.key_id}), "
+                 f"members match the manifest"
+                 + ("; audit head matches the expected value" if expected else ""))
         inserted: dict[str, int] = {}
         skipped: dict[str, int] = {}
         with transaction.atomic():
@@ -411,20 +619,32 @@ def import_account(in_path: str | Path, *, progress: Progress = print) -> Import
             with connection.cursor() as cur:
                 cur.execute("SELECT set_config(%s, 'on', true)", [ARCHIVE_IMPORT_SETTING])
             for name, model in tables():
-                rows = list(_rows(tmp / f"tables__{name}.jsonl"))
-                kept = [r for r in rows if _keep(name, r, skip)]
-                if name == "erasure_records":
-                    kept = [r for r in kept if r["id"] not in ledger]
+                seen = kept_count = created = 0
+                for rows in _batches(_rows(tmp / f"tables__{name}.jsonl")):
+                    seen += len(rows)
+                    kept = [r for r in rows if _keep(name, r, skip)]
+                    if name == "erasure_records":
+                        kept = [r for r in kept if r["id"] not in ledger]
+                    if name == "credentials" and not with_credentials:
+                        kept = []  # a key hash from a file is never trusted by default
+                    kept_count += len(kept)
+                    if name == "users":
+                        created += _import_users(kept, with_credentials=with_credentials)
+                    else:
+                        model._default_manager.bulk_create([_decode(model, r) for r in kept],
+                                                           batch_size=BATCH)
                 if name == "users":
-                    _import_users(kept, progress)
+                    progress(f"  users: {created} created, {kept_count - created} already "
+                             f"present" + ("" if with_credentials else
+                                           "; passwords not imported (unusable until reset)"))
+                elif name == "credentials" and not with_credentials:
+                    progress(f"  credentials: {seen} not imported (mint new keys, or import "
+                             f"with --with-credentials)")
                 else:
-                    objs = [_decode(model, r) for r in kept]
-                    model._default_manager.bulk_create(objs, batch_size=BATCH)
-                    progress(f"  {name}: {len(kept)} rows"
-                             + (f" ({len(rows) - len(kept)} skipped)" if len(kept) < len(rows)
-                                else ""))
-                inserted[name] = len(kept)
-                skipped[name] = len(rows) - len(kept)
+                    progress(f"  {name}: {kept_count} rows"
+                             + (f" ({seen - kept_count} skipped)" if kept_count < seen else ""))
+                inserted[name] = kept_count
+                skipped[name] = seen - kept_count
             with connection.cursor() as cur:
                 cur.execute("SELECT set_config(%s, '', true)", [ARCHIVE_IMPORT_SETTING])
             retracted = 0

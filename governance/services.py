@@ -49,8 +49,9 @@ def actor_label(actor: Any) -> str:
 
 
 def _lock(item: Knowledge) -> Knowledge:
-    """Re-read the row under FOR UPDATE (only the knowledge row, not joined ones)."""
-    return Knowledge.objects.select_for_update(of=("self",)).select_related(
+    """Re-read the row under FOR NO KEY UPDATE (only the knowledge row, not joined ones),
+    the lock transition() takes: never one that waits for a foreign-key check."""
+    return Knowledge.objects.select_for_update(of=("self",), no_key=True).select_related(
         "subject_peer", "scope").get(pk=item.pk)
 
 

@@ -87,10 +87,17 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
     from django.db import transaction
 
     from governance.intake.pipeline import enqueue_embedding, process_message
+    from knowledge.ingest.dead_letter import mark_extraction_failed
 
     proposed, kept = 0, []
     for mid in message_ids:
-        outcome = process_message(account_id, mid, embed=False)
+        try:
+            outcome = process_message(account_id, mid, embed=False)
+        except OperationalError:
+            raise  # the database, not the message: the task retries the batch
+        except Exception as exc:  # a poison message is set aside; the batch goes on
+            mark_extraction_failed(account_id, mid, exc)
+            continue
         proposed += outcome.proposed
         kept += outcome.kept or []
     with transaction.atomic():  # one embedding job for the whole batch
@@ -116,7 +123,8 @@ def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
     for account_id in list_account_ids():
         with account_context(account_id):
             ids = [str(i) for i in Message.objects.filter(
-                extracted_at__isnull=True, inserted_at__lte=cutoff)
+                extracted_at__isnull=True, extraction_failed_at__isnull=True,
+                inserted_at__lte=cutoff)
                 .order_by("inserted_at").values_list("id", flat=True)[:limit]]
         for start in range(0, len(ids), 50):
             process_messages.delay(str(account_id), ids[start:start + 50])

@@ -34,4 +34,7 @@ urlpatterns = [
     path("questions/<uuid:question_id>/answer", api.QuestionAnswerApi.as_view(),
          name="question-answer"),
     path("erasure", api.ErasureApi.as_view(), name="erasure"),
+    path("admin/dead-letters", api.DeadLettersApi.as_view(), name="admin-dead-letters"),
+    path("admin/dead-letters/<uuid:message_id>/retry", api.DeadLetterRetryApi.as_view(),
+         name="admin-dead-letter-retry"),
 ]

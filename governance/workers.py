@@ -73,7 +73,7 @@ def expire_due(account_id: uuid.UUID | str, *, now: datetime | None = None) -> i
 
     def batch() -> int:
         with account_context(account_id):
-            rows = list(Knowledge.objects.select_for_update(skip_locked=True)
+            rows = list(Knowledge.objects.select_for_update(skip_locked=True, no_key=True)
                         .filter(state__in=EXPIRABLE, expires_at__lte=at)
                         .order_by("expires_at", "id")[:BATCH])
             for item in rows:
@@ -94,7 +94,7 @@ def revalidate_due(account_id: uuid.UUID | str, *, now: datetime | None = None) 
 
     def batch() -> int:
         with account_context(account_id):
-            rows = list(Knowledge.objects.select_for_update(skip_locked=True)
+            rows = list(Knowledge.objects.select_for_update(skip_locked=True, no_key=True)
                         .filter(state=lifecycle.ACTIVE, revalidate_after__lte=at)
                         .exclude(expires_at__lte=at).order_by("revalidate_after", "id")[:BATCH])
             for item in rows:
@@ -117,11 +117,12 @@ def age_overdue_reviews(account_id: uuid.UUID | str, *, now: datetime | None = N
     def batch() -> int:
         nonlocal rejected
         with account_context(account_id):
-            due = list(Validation.objects.select_for_update(skip_locked=True)
+            due = list(Validation.objects.select_for_update(skip_locked=True, no_key=True)
                        .filter(kind=Validation.Kind.REVIEW, status=Validation.Status.OPEN,
                                due_at__lte=at).order_by("due_at", "id")[:BATCH])
             for validation in due:
-                item = Knowledge.objects.select_for_update().get(pk=validation.knowledge_id)
+                item = Knowledge.objects.select_for_update(no_key=True).get(
+                    pk=validation.knowledge_id)
                 resolution = "moot"  # the row left `held` some other way
                 if item.state == lifecycle.HELD:
                     transition(item, lifecycle.REJECTED, actor=DREAM, reason="f4_review_overdue",
@@ -150,7 +151,7 @@ def decay_unanswered_questions(account_id: uuid.UUID | str, *,
     def batch() -> int:
         nonlocal staled
         with account_context(account_id):
-            due = list(PeerQuestion.objects.select_for_update(skip_locked=True)
+            due = list(PeerQuestion.objects.select_for_update(skip_locked=True, no_key=True)
                        .filter(status=PeerQuestion.Status.OPEN, deadline__lte=at,
                                kind__in=[PeerQuestion.Kind.CONFIRMATION,
                                          PeerQuestion.Kind.REVALIDATION])
@@ -160,7 +161,7 @@ def decay_unanswered_questions(account_id: uuid.UUID | str, *,
                 Validation.objects.filter(pk=q.validation_id, status=Validation.Status.OPEN
                                           ).update(status=Validation.Status.EXPIRED,
                                                    resolution="unanswered", resolved_at=at)
-                item = Knowledge.objects.select_for_update().get(pk=q.knowledge_id)
+                item = Knowledge.objects.select_for_update(no_key=True).get(pk=q.knowledge_id)
                 if item.state in (lifecycle.PROVISIONAL, lifecycle.NEEDS_REVALIDATION):
                     lowered = round(item.confidence * DECAY_FACTOR, 4)
                     transition(item, lifecycle.STALE, actor=DREAM,
@@ -234,7 +235,8 @@ def consolidate_duplicates(account_id: uuid.UUID | str, *,
         for a_id, b_id, similarity in pairs:
             if a_id in gone or b_id in gone:
                 continue
-            rows = {k.pk: k for k in Knowledge.objects.select_for_update(skip_locked=True)
+            rows = {k.pk: k for k in Knowledge.objects
+                    .select_for_update(skip_locked=True, no_key=True)
                     .filter(pk__in=[a_id, b_id], state=lifecycle.ACTIVE)}
             if len(rows) != 2:
                 continue  # claimed by someone else, or no longer active
@@ -363,7 +365,7 @@ def _write_deductions(account_id: uuid.UUID | str, group: _Group, answer: dict[s
             ids = list(dict.fromkeys(refs[r] for r in proposal["contributors"] if r in refs))
             if len(ids) < 2:
                 continue  # the model named fewer than two real contributors
-            contributors = list(Knowledge.objects.select_for_update(of=("self",))
+            contributors = list(Knowledge.objects.select_for_update(of=("self",), no_key=True)
                                 .filter(pk__in=ids, state=lifecycle.ACTIVE)
                                 .select_related("scope"))
             if len(contributors) != len(ids):
@@ -464,7 +466,7 @@ def contributor_changed(account_id: uuid.UUID | str, knowledge_id: uuid.UUID | s
         derived = Relation.objects.filter(target_id=uuid.UUID(str(knowledge_id)),
                                           type=Relation.Type.DERIVED_FROM).values("source_id")
         moved = 0
-        for item in (Knowledge.objects.select_for_update(skip_locked=True)
+        for item in (Knowledge.objects.select_for_update(skip_locked=True, no_key=True)
                      .filter(pk__in=derived, state=lifecycle.ACTIVE).order_by("pk")):
             request_revalidation(item, actor=DEDUCTION, reason="f4_contributor_changed",
                                  evidence={"contributor": str(knowledge_id),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import authenticate
@@ -140,10 +141,34 @@ class MessageInSerializer(serializers.Serializer):
     metadata = serializers.DictField(required=False, default=dict)
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        from django.conf import settings
+
+        from memhouse.parsers import json_depth_exceeds
+
+        depth = settings.MEMHOUSE_MAX_METADATA_DEPTH
+        if json_depth_exceeds(value, depth):  # checked first: the walk below recurses
+            raise serializers.ValidationError(f"metadata may nest at most {depth} levels")
         why = _unstorable_text(value)
         if why:
             raise serializers.ValidationError(why)
         return value
+
+
+# Observation times the service stores: datetime arithmetic on year 1 or 9999 overflows
+# in extraction, and nothing real was observed before the epoch or after tomorrow.
+OCCURRED_AT_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+OCCURRED_AT_MAX_AHEAD = timedelta(days=1)
+
+
+def _check_occurred_at(messages: list[dict[str, Any]], now: datetime) -> None:
+    latest = now + OCCURRED_AT_MAX_AHEAD
+    for index, m in enumerate(messages):
+        at = m.get("occurred_at")
+        if at is not None and not OCCURRED_AT_MIN <= at <= latest:
+            raise ApplicationError(
+                "occurred_at_out_of_range",
+                f"message {index}: occurred_at must lie between 1970-01-01T00:00:00Z and "
+                "one day from now", details={"index": index})
 
 
 class MessagesIngestApi(APIView):
@@ -164,6 +189,8 @@ class MessagesIngestApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         now = timezone.now()
+        _check_occurred_at(v["messages"], now)
+        usage.check_ingest_budget(p, sum(len(m["text"]) for m in v["messages"]))
         incoming = [IncomingMessage(text=m["text"], occurred_at=m.get("occurred_at") or now,
                                     client_message_id=m.get("id"), peer_key=m.get("peer_key"),
                                     metadata=m.get("metadata"),
@@ -171,7 +198,9 @@ class MessagesIngestApi(APIView):
                     for m in v["messages"]]
         results = messages_ingest(principal=p, scope_path=v["scope"], messages=incoming,
                                   session_id=v.get("session"))
-        usage.record(p, "ingest", sum(r["status"] == "created" for r in results))
+        created = [m for m, r in zip(incoming, results, strict=True) if r["status"] == "created"]
+        usage.record(p, "ingest", len(created))
+        usage.record(p, "ingest_chars", sum(len(m.text) for m in created))
         return Response({"messages": results}, status=202)
 
 

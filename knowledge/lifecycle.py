@@ -216,8 +216,11 @@ def transition(
 ) -> Any:
     """Move one Knowledge row along an allowed edge.
 
-    1. Lock the row (SELECT ... FOR UPDATE) and re-read its state, so concurrent
-       transitions on one row serialise and each sees the other's result.
+    1. Lock the row (SELECT ... FOR NO KEY UPDATE) and re-read its state, so concurrent
+       transitions on one row serialise and each sees the other's result. NO KEY: a
+       transition never changes the key, and FOR UPDATE would also wait for the deferred
+       foreign-key checks (FOR KEY SHARE) of a transaction that holds the audit lock
+       this one needs next: a deadlock.
     2. Check the edge against EDGES and the reason against the target state's codes.
     3. Update state, verification, reason, the projection watermark and any extra fields
        the edge carries (held_scope, confidence, ...), with the trigger's guard setting on.
@@ -238,7 +241,7 @@ def transition(
         raise TransitionError(f"transition cannot change {sorted(unexpected)}")
     peer, label = _actor_label(actor)
     with transaction.atomic():
-        locked = Knowledge.objects.select_for_update().get(pk=item.pk)
+        locked = Knowledge.objects.select_for_update(no_key=True).get(pk=item.pk)
         from_state = locked.state
         if not is_allowed(from_state, to):
             raise TransitionError(f"{from_state} -> {to} is not an allowed edge")

@@ -157,6 +157,11 @@ class Message(AccountOwned):
     metadata = models.JSONField(default=dict, blank=True)
     # Set once the pipeline has produced proposals, so redelivery does not extract twice.
     extracted_at = models.DateTimeField(null=True, blank=True)
+    # Dead letter: extraction raised for this message (knowledge/ingest/dead_letter.py).
+    # The sweeper skips it until an administrator retries it; the batch goes on without it.
+    extraction_failed_at = models.DateTimeField(null=True, blank=True)
+    extraction_error = models.CharField(max_length=500, blank=True, default="")
+    extraction_attempts = models.PositiveIntegerField(default=0)
 
     class Meta:
         db_table = "memhouse_message"
@@ -417,6 +422,7 @@ class UsageEntry(AccountOwned):
 
     class Kind(models.TextChoices):
         INGEST = "ingest"  # units = messages stored
+        INGEST_CHARS = "ingest_chars"  # units = characters of the stored messages' text
         DOCUMENT = "document"  # units = versions stored
         SEARCH = "search"
         ASK = "ask"

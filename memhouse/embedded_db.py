@@ -4,9 +4,10 @@
 The server is started once and left running (cleanup_mode=None) so the web process,
 Celery workers and test runs share it; later calls reuse the running postmaster.
 Bootstrap runs as the server's superuser and does only what a superuser must:
-create the non-superuser application role and database, and the `vector`
+create the non-superuser application role and database, the `vector`
 extension (not a trusted extension) in the database and in template1, so test
-databases inherit it. Everything else, RLS policies included, is in migrations.
+databases inherit it, and keep statement text and values out of the server log.
+Everything else, RLS policies included, is in migrations.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def default_data_dir() -> Path:
 
 LEAKPROOF_FTS = "ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
 
+# PostgreSQL logs a failing statement's text (STATEMENT:) and the offending values
+# (DETAIL: Key (prefix)=(...)): message text, key hashes, erased content would outlive
+# their erasure in the server log. The client gets the error anyway; the log keeps the
+# error's one line. Server-wide (ALTER SYSTEM), so test databases and superuser
+# sessions are covered too. docs/deploy.md gives the same for an external server.
+LOG_PRIVACY = {"log_min_error_statement": "panic", "log_error_verbosity": "terse"}
+
 
 def _connect_superuser(db: EmbeddedDatabase, dbname: str):  # type: ignore[no-untyped-def]
     import psycopg
@@ -71,6 +79,15 @@ def _bootstrap(db: EmbeddedDatabase) -> None:
                     sql.Identifier(APP_DATABASE), sql.Identifier(APP_ROLE)
                 )
             )
+        changed = False
+        for name, value in LOG_PRIVACY.items():
+            current = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+            if current is None or str(current[0]).lower() != value:
+                conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                    sql.Identifier(name), sql.Literal(value)))
+                changed = True
+        if changed:
+            conn.execute("SELECT pg_reload_conf()")
     for dbname in ("template1", APP_DATABASE):
         with _connect_superuser(db, dbname) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

@@ -4,7 +4,9 @@ Domain code raises ApplicationError (or a TransitionError from the lifecycle); t
 exception handler below turns every failure into a 4xx with a machine-readable code.
 Infrastructure failures get the same shape: a database that is unreachable or drops
 the connection mid-request is 503 `database_unavailable` with Retry-After (the request's
-transaction is rolled back, so a retry is safe), a body above DATA_UPLOAD_MAX_MEMORY_SIZE
+transaction is rolled back, so a retry is safe); a transaction PostgreSQL aborted to break
+a deadlock is run again by ConflictRetryMiddleware and, if it keeps conflicting, is 409
+`write_conflict`; a body above DATA_UPLOAD_MAX_MEMORY_SIZE
 is 413 `request_too_large`. `ApiErrorMiddleware` and the `handler*` views below give
 requests that never reach a DRF view (the request transaction failing to start or to
 commit, unknown /api/ paths) that shape as well.
@@ -70,9 +72,32 @@ def error_response(code: str, message: str, status_code: int, details: Any = Non
     return Response(body, status=status_code, headers=headers)
 
 
+# PostgreSQL aborts one transaction to break a deadlock (40P01) or a serialization
+# conflict (40001): the database is fine and the request, rolled back whole, may run again.
+RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
+_CONFLICT_FLAG = "_memhouse_write_conflict"
+
+
+def is_write_conflict(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError) and getattr(
+        exc.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
+
+
+def _flag_conflict(request: Any, exc: BaseException) -> None:
+    """Tell ConflictRetryMiddleware that this request's transaction was aborted."""
+    if request is not None and is_write_conflict(exc):
+        setattr(request, _CONFLICT_FLAG, True)
+
+
 def infrastructure_error(exc: BaseException) -> tuple[str, str, int, dict[str, str]] | None:
     """(code, message, status, headers) for failures that are not the caller's fault in
     the request's content, or None. Shared by the DRF handler and the middleware."""
+    if is_write_conflict(exc):
+        # Reached only when ConflictRetryMiddleware's retries are spent (or off).
+        log.warning("write conflict: %s", getattr(exc.__cause__, "sqlstate", ""))
+        return ("write_conflict", "A concurrent write conflicted with this request (the "
+                "database broke a deadlock); nothing was written. Retry the request.",
+                status.HTTP_409_CONFLICT, {"Retry-After": "1"})
     if isinstance(exc, (OperationalError, InterfaceError)):
         log.warning("database unavailable: %s", type(exc.__cause__ or exc).__name__)
         return ("database_unavailable",
@@ -98,6 +123,7 @@ def infrastructure_error(exc: BaseException) -> tuple[str, str, int, dict[str, s
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    _flag_conflict(getattr(context.get("request"), "_request", None), exc)
     response = _handle(exc, context)
     if response is not None:
         # ATOMIC_REQUESTS: an error answer never commits what the view wrote before it.
@@ -160,6 +186,7 @@ class ApiErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        _flag_conflict(request, exc)  # e.g. a deferred foreign-key check at commit
         infra = infrastructure_error(exc)
         if infra is None:
             return None
@@ -175,6 +202,57 @@ class ApiErrorMiddleware:
         for name, value in headers.items():
             response[name] = value
         return response
+
+
+class ConflictRetryMiddleware:
+    """Run an API request again when PostgreSQL aborted its transaction to break a
+    deadlock or a serialization conflict (up to MEMHOUSE_WRITE_CONFLICT_RETRIES times,
+    then 409 `write_conflict`). ATOMIC_REQUESTS makes each request one transaction that
+    was rolled back whole, so running it again is safe; a deadlock is not an outage.
+    Sits outside ApiErrorMiddleware and the request transaction."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        import random
+        import time
+
+        from django.conf import settings
+
+        retries = int(getattr(settings, "MEMHOUSE_WRITE_CONFLICT_RETRIES", 0))
+        if not (retries > 0 and _is_api(request) and _buffer_body(request)):
+            return self.get_response(request)
+        for attempt in range(retries + 1):
+            setattr(request, _CONFLICT_FLAG, False)
+            response = self.get_response(request)
+            if not getattr(request, _CONFLICT_FLAG, False) or attempt == retries:
+                return response
+            log.info("write conflict: running the request again",
+                     extra={"attempt": attempt + 1, "path": request.path})
+            response.close()
+            _rewind(request)
+            time.sleep(random.uniform(0.01, 0.1) * (attempt + 1))  # let the other commit
+        return response  # not reached
+
+
+def _buffer_body(request: HttpRequest) -> bool:
+    """Read the body once into memory so the request can be replayed (False when it
+    cannot be: too large or unreadable; the view then reports that as before)."""
+    try:
+        request.body  # noqa: B018 (cached on the request)
+    except Exception:
+        return False
+    return True
+
+
+def _rewind(request: HttpRequest) -> None:
+    import io
+
+    request._stream = io.BytesIO(request.body)  # type: ignore[attr-defined]
+    for cached in ("_post", "_files", "_cached_user"):
+        if hasattr(request, cached):
+            delattr(request, cached)
 
 
 def _fallback(default: Callable[..., HttpResponse], code: str, message: str,

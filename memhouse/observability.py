@@ -52,6 +52,9 @@ MODEL_CALL_SECONDS = Histogram("memhouse_model_call_seconds",
                                buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 PIPELINE_LAG = Gauge("memhouse_pipeline_lag_seconds",
                      "Age of the oldest message not yet extracted, per process scrape")
+DEAD_LETTERED = Gauge("memhouse_messages_dead_lettered",
+                      "Messages whose extraction failed and that wait for an administrator "
+                      "(GET /api/v1/admin/dead-letters); should stay 0")
 
 
 class MetricsMiddleware:
@@ -208,13 +211,18 @@ def _refresh_gauges() -> None:
     from memhouse.tenancy import account_context, list_account_ids
 
     oldest = None
+    dead = 0
     for account_id in list_account_ids():
         with account_context(account_id):
-            first = Message.objects.filter(extracted_at__isnull=True).aggregate(
+            pending = Message.objects.filter(extracted_at__isnull=True)
+            # Dead letters wait for a person, not for the pipeline: counted on their own.
+            first = pending.filter(extraction_failed_at__isnull=True).aggregate(
                 m=Min("inserted_at"))["m"]
+            dead += pending.filter(extraction_failed_at__isnull=False).count()
         if first is not None and (oldest is None or first < oldest):
             oldest = first
     PIPELINE_LAG.set((timezone.now() - oldest).total_seconds() if oldest else 0.0)
+    DEAD_LETTERED.set(dead)
 
 
 @transaction.non_atomic_requests  # each Account is entered in its own transaction

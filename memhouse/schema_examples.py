@@ -371,6 +371,18 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "erased_at": NOW, "knowledge_retracted": 1, "knowledge_deleted": 0,
             "messages_deleted": 1, "versions_deleted": 0}},
     },
+    "v1_admin_dead_letters_retrieve": {
+        "status": 200,
+        "response": {"items": [{
+            "id": MSG, "client_message_id": "chat-42:7", "peer_key": "caroline",
+            "scope": "/demo", "occurred_at": NOW, "inserted_at": NOW, "failed_at": NOW,
+            "error": "OverflowError: date value out of range", "attempts": 1}],
+            "next_cursor": None},
+    },
+    "v1_admin_dead_letters_retry_create": {
+        "status": 202,
+        "response": {"id": MSG, "status": "queued"},
+    },
 }
 
 # One example per documented error status, in the one error shape.

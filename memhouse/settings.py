@@ -12,7 +12,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("MEMHOUSE_DEBUG", False)
 # The fallback key is for local use only; production sets MEMHOUSE_SECRET_KEY(_FILE).
+# memhouse.checks refuses to serve with it unless DEBUG, bound to loopback, or this:
 SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", "memhouse-insecure-local-key-change-me")
+MEMHOUSE_ALLOW_INSECURE_LOCAL = env_bool("MEMHOUSE_ALLOW_INSECURE_LOCAL", False)
 ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS",
                          ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("MEMHOUSE_CSRF_TRUSTED_ORIGINS", [])
@@ -35,6 +37,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "memhouse.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
     "memhouse.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -43,6 +46,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
     "memhouse.observability.MetricsMiddleware",
 ]
 
@@ -95,6 +99,9 @@ else:
 
     _default_db = database_settings(DATA_DIR)
 
+# How often an API request whose transaction PostgreSQL aborted to break a deadlock (or
+# a serialization conflict) is run again before the answer is 409 write_conflict.
+MEMHOUSE_WRITE_CONFLICT_RETRIES = env_int("MEMHOUSE_WRITE_CONFLICT_RETRIES", 3, minimum=0)
 # Every request runs in one transaction: the Account setting is transaction-local
 # (set_config(..., true)), so it can never leak to the next request on a pooled connection.
 _default_db["ATOMIC_REQUESTS"] = True
@@ -111,6 +118,43 @@ LOGIN_REDIRECT_URL = "/console/"
 API_TOKEN_TTL_SECONDS = env_int("MEMHOUSE_API_TOKEN_TTL_SECONDS", 3600, minimum=60)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
+# A console sign-in lasts a working day, not Django's two weeks.
+SESSION_COOKIE_AGE = env_int("MEMHOUSE_SESSION_COOKIE_AGE", 8 * 3600, minimum=60)
+
+# --- Transport security (docs/deploy.md) ----------------------------------------------
+# Behind a TLS proxy: secure cookies, HSTS, and trust the proxy's X-Forwarded-Proto
+# (only when the proxy sets it and clients cannot reach the server directly).
+_secure = env_bool("MEMHOUSE_SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = _secure
+CSRF_COOKIE_SECURE = _secure
+SECURE_HSTS_SECONDS = env_int("MEMHOUSE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MEMHOUSE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("MEMHOUSE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = env_bool("MEMHOUSE_SSL_REDIRECT", False)
+# /healthz and /readyz answer over plain HTTP for container health checks.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+if env_bool("MEMHOUSE_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): the console loads htmx and its own script and
+# stylesheet from /static/ and has no inline script or style (htmx's indicator styles
+# are off in base.html), so everything is 'self'. /api/docs/ relaxes styles (memhouse.urls).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -121,7 +165,8 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "memhouse.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser with a nesting limit: deep nesting is a 400, never a RecursionError.
+    "DEFAULT_PARSER_CLASSES": ["memhouse.parsers.DepthLimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "memhouse.schema.MemhouseAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["memhouse.usage.CredentialRateThrottle"],
 }
@@ -188,7 +233,27 @@ MEMHOUSE_STRATEGY_ALLOWLIST = env_list(
 # --- Limits ---------------------------------------------------------------------------
 MEMHOUSE_MAX_MESSAGE_CHARS = env_int("MEMHOUSE_MAX_MESSAGE_CHARS", 20_000, minimum=1)
 MEMHOUSE_MAX_BATCH = env_int("MEMHOUSE_MAX_BATCH", 500, minimum=1)
+# Extraction costs CPU in proportion to text (a 20,000-character message takes seconds), so
+# text is budgeted: per POST /messages (413 request_too_large) and per credential over a
+# rolling window, counted in the usage ledger (429 rate_limited with Retry-After; 0 = off).
+# Deepest JSON nesting any request body may have (400 malformed_request beyond it), and
+# the deepest a message's metadata may nest (400 invalid_input).
+MEMHOUSE_MAX_JSON_DEPTH = env_int("MEMHOUSE_MAX_JSON_DEPTH", 32, minimum=4)
+MEMHOUSE_MAX_METADATA_DEPTH = env_int("MEMHOUSE_MAX_METADATA_DEPTH", 8, minimum=1)
+MEMHOUSE_MAX_REQUEST_CHARS = env_int("MEMHOUSE_MAX_REQUEST_CHARS", 100_000, minimum=1)
+MEMHOUSE_INGEST_CHARS_PER_WINDOW = env_int("MEMHOUSE_INGEST_CHARS_PER_WINDOW", 1_000_000,
+                                           minimum=0)
+MEMHOUSE_INGEST_WINDOW_SECONDS = env_int("MEMHOUSE_INGEST_WINDOW_SECONDS", 3600, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
+
+# --- Account archives (governance/archive.py) -------------------------------------------
+# The operator key archives are signed with (HMAC-SHA256); empty: a key derived from
+# SECRET_KEY, so archives then import only where that secret is the same.
+MEMHOUSE_ARCHIVE_KEY = env_str("MEMHOUSE_ARCHIVE_KEY", "")
+# Import caps: total unpacked bytes of an archive, and the longest row.
+MEMHOUSE_ARCHIVE_MAX_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_BYTES", 8 << 30, minimum=1 << 20)
+MEMHOUSE_ARCHIVE_MAX_ROW_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_ROW_BYTES", 64 << 20,
+                                         minimum=1 << 16)
 
 # --- Static, i18n, logging ------------------------------------------------------------
 STATIC_URL = "static/"

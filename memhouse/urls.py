@@ -1,5 +1,6 @@
+from csp.decorators import csp_update
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memhouse import health
 from memhouse.observability import metrics_view
@@ -11,8 +12,11 @@ urlpatterns = [
     path("api/v1/", include("memhouse.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[],
                                                    permission_classes=[]), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[],
-                                                     permission_classes=[]), name="api-docs"),
+    # The split view serves its init script from a URL (the CSP allows no inline script);
+    # Swagger UI's own page keeps a small inline style.
+    path("api/docs/", csp_update({"style-src": ["'unsafe-inline'"]})(
+        SpectacularSwaggerSplitView.as_view(url_name="schema", authentication_classes=[],
+                                            permission_classes=[])), name="api-docs"),
     path("console/", include("console.urls")),
 ]
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from rest_framework.exceptions import Throttled
 from rest_framework.throttling import BaseThrottle
 
 from memhouse.principal import Principal
@@ -45,6 +46,55 @@ def record(principal: Principal, kind: str, units: int = 1) -> None:
     UsageEntry.objects.create(account_id=principal.account_id, kind=kind, units=units,
                               credential_id=principal.credential_id,
                               peer_key=principal.peer.key if principal.peer else "")
+
+
+def _ledger_subject(principal: Principal) -> dict[str, Any]:
+    """The ledger rows of this caller: its credential, or a signed-in human's peer."""
+    if principal.credential_id is not None:
+        return {"credential_id": principal.credential_id}
+    return {"credential_id__isnull": True,
+            "peer_key": principal.peer.key if principal.peer else ""}
+
+
+def check_ingest_budget(principal: Principal, chars: int) -> None:
+    """Refuse text the server should not spend CPU on: more than MEMHOUSE_MAX_REQUEST_CHARS
+    in one request (413), or beyond MEMHOUSE_INGEST_CHARS_PER_WINDOW for this caller in
+    the last MEMHOUSE_INGEST_WINDOW_SECONDS (429 with Retry-After). The window is read
+    from the durable usage ledger (`ingest_chars` rows), so it holds across web processes
+    and restarts without Redis; concurrent requests may overshoot it by one request."""
+    from datetime import timedelta
+
+    from django.db.models import Min, Sum
+    from django.utils import timezone
+
+    from knowledge.models import UsageEntry
+    from memhouse.errors import ApplicationError
+
+    per_request = int(settings.MEMHOUSE_MAX_REQUEST_CHARS)
+    if chars > per_request:
+        raise ApplicationError(
+            "request_too_large", f"the messages of one request may hold at most "
+            f"{per_request} characters of text in total; this one holds {chars}. "
+            "Split the batch.", status_code=413)
+    budget = int(settings.MEMHOUSE_INGEST_CHARS_PER_WINDOW)
+    if budget <= 0:
+        return
+    window = int(settings.MEMHOUSE_INGEST_WINDOW_SECONDS)
+    now = timezone.now()
+    spent = UsageEntry.objects.filter(
+        account_id=principal.account_id, kind=UsageEntry.Kind.INGEST_CHARS,
+        created_at__gt=now - timedelta(seconds=window), **_ledger_subject(principal),
+    ).aggregate(units=Sum("units"), first=Min("created_at"))
+    used = int(spent["units"] or 0)
+    if used + chars <= budget:
+        return
+    # The oldest counted request leaves the window first; retrying earlier cannot help.
+    first = spent["first"] or now
+    retry = max(1, int((first + timedelta(seconds=window) - now).total_seconds()) + 1)
+    # DRF's Throttled: 429 `rate_limited` with Retry-After, like the request rate limit.
+    raise Throttled(wait=retry, detail=(
+        f"ingest text budget exhausted: {used} characters in the last {window} seconds "
+        f"and {chars} more requested; the budget is {budget}."))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ def pytest_configure(config: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Tests change the corpus between searches; cached corpus statistics would go stale.
     settings.MEMHOUSE_ENTITY_STATS_TTL = 0
+    # Tests serve only this machine with the built-in key (memhouse.checks).
+    settings.MEMHOUSE_ALLOW_INSECURE_LOCAL = True
 
 
 @dataclass

@@ -204,7 +204,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
     # 3. write
     outcome = Outcome()
     with account_context(account_id):
-        locked = Message.objects.select_for_update().filter(pk=message_id,
+        locked = Message.objects.select_for_update(no_key=True).filter(pk=message_id,
                                                             extracted_at__isnull=True).first()
         if locked is None:
             return outcome  # another delivery got here first
@@ -288,7 +288,7 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
     claims = document_claims(text, names=names, occurred_at=created)
     outcome = Outcome()
     with account_context(account_id):
-        version = DocumentVersion.objects.select_for_update().select_related(
+        version = DocumentVersion.objects.select_for_update(no_key=True).select_related(
             "document__scope").get(pk=version_id)
         if KnowledgeSource.objects.filter(document_version=version).exists():
             return outcome  # already processed (redelivery)

@@ -110,10 +110,11 @@ turns per second. Per turn it:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from functools import lru_cache
+from typing import Any
 
 from knowledge.ingest.extraction import ExtractedClaim, ObservedMessage, validate_claim
 
@@ -423,7 +424,10 @@ def resolve_relative_date(
     match = _REL_FULL.fullmatch(expression.replace("_", " "))
     if match is None:
         return None
-    return _apply_prefix(_relative_window(match, local), match.group("prefix"))
+    window = _safe_window(_relative_window, match, local)
+    if window is None:  # outside the calendar (year 1, 9999): recognised, no window
+        return None, None
+    return _apply_prefix(window, match.group("prefix"))
 
 
 def _closed_expressions() -> tuple[str, ...]:
@@ -560,11 +564,23 @@ def _infer_year_day(month: int, day: int, local: datetime, future: bool) -> _Win
 _ABS_HINT = re.compile(r"\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)")
 
 
+def _safe_window(build: Callable[..., _Window | None], *args: Any) -> _Window | None:
+    """A date window, or None when it falls outside datetime's calendar (years 1..9999):
+    an observation time at either end of the range must cost the date, never raise
+    (one such message would otherwise stall its whole extraction batch)."""
+    try:
+        return build(*args)
+    except (OverflowError, ValueError):
+        return None
+
+
 def _find_dates(text: str, local: datetime) -> list[_DateHit]:
     hits: list[_DateHit] = []
     taken: list[tuple[int, int]] = []
     for match in _REL.finditer(text):
-        window = _relative_window(match, local)
+        window = _safe_window(_relative_window, match, local)
+        if window is None:
+            continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         replacement = None
         if match.group("poss"):  # "during last week's game" -> "during the game"
@@ -595,7 +611,7 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
             tense_future = True
         else:
             tense_future = future
-        absolute_window = _absolute_window(match, local, tense_future)
+        absolute_window = _safe_window(_absolute_window, match, local, tense_future)
         if absolute_window is None:
             continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None

@@ -40,7 +40,7 @@ def register_intake_tasks(*, messages: Any, document_version: Any) -> None:
     _INTAKE_TASKS.update(messages=messages, document_version=document_version)
 
 
-def _intake_task(kind: str) -> Any:
+def intake_task(kind: str) -> Any:
     try:
         return _INTAKE_TASKS[kind]
     except KeyError:  # a configuration error, not bad input
@@ -146,7 +146,7 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
         audit.append(account_id=principal.account_id, event_type="messages.ingested",
                      actor=_actor(principal), target_type="scope", target_id=str(scope.id),
                      payload={"count": len(new_ids)})
-        _enqueue_on_commit(_intake_task("messages"), str(principal.account_id), new_ids)
+        _enqueue_on_commit(intake_task("messages"), str(principal.account_id), new_ids)
     return results
 
 
@@ -219,7 +219,7 @@ def _add_version(document: Document, content: bytes, media_type: str) -> Documen
         number=(last.number + 1) if last else 1, media_type=media_type, blob=content,
         sha256=digest, text=text)
     _write_chunks(version)
-    _enqueue_on_commit(_intake_task("document_version"), str(document.account_id),
+    _enqueue_on_commit(intake_task("document_version"), str(document.account_id),
                        str(version.id))
     return version
 

@@ -146,7 +146,7 @@ def test_round_trip_restores_every_durable_row(committed_world, tmp_path):
 
     _remove_account(w.account.id)
     out = io.StringIO()
-    call_command("import_account", str(path), stdout=out)
+    call_command("import_account", str(path), "--with-credentials", stdout=out)
     log = out.getvalue()
     assert "audit chain verified against the manifest head" in log
     after = _snapshot(w.account.id)
@@ -245,3 +245,176 @@ def test_exporting_an_unknown_account_is_a_clear_error(transactional_db, tmp_pat
         call_command("export_account", "00000000-0000-0000-0000-000000000001",
                      str(tmp_path / "x.tar.gz"), stdout=io.StringIO())
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+# --- trust: signatures, the out-of-band audit head, credentials, caps (issue #16) ---------
+
+def _rewrite(src_path, dst_path, edits=None, *, resign_manifest=True, drop=()) -> None:
+    """A forger's rewrite: edit members and recompute every checksum in the manifest (what
+    anyone holding the archive can do); the signature member is copied as it was."""
+    import hashlib
+
+    edits = edits or {}
+    with tarfile.open(src_path) as src:
+        members = {m.name: src.extractfile(m).read() for m in src.getmembers()}
+    for name, edit in edits.items():
+        members[name] = edit(members[name])
+    if resign_manifest:
+        manifest = json.loads(members["manifest.json"])
+        for name in manifest["tables"]:
+            data = members[f"tables/{name}.jsonl"]
+            manifest["tables"][name] = {"rows": data.count(b"\n"),
+                                        "sha256": hashlib.sha256(data).hexdigest()}
+        members["manifest.json"] = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    with tarfile.open(dst_path, "w:gz") as dst:
+        for name, data in members.items():
+            if name in drop:
+                continue
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+
+
+def _plant_key(data: bytes) -> tuple[bytes, str]:
+    """Append a credential row for a key the forger knows, copied from a real one."""
+    import uuid as uuid_
+
+    from memhouse.authentication import hash_secret
+
+    row = json.loads(data.splitlines()[0])
+    key = "mh_forged_" + "x" * 40
+    row.update({"id": str(uuid_.uuid4()), "prefix": "forged0001", "name": "planted",
+                "secret_hash": hash_secret(key), "revoked_at": None, "expires_at": None})
+    return data + (json.dumps(row) + "\n").encode(), key
+
+
+def test_a_forged_archive_with_recomputed_checksums_is_refused(committed_world, tmp_path):
+    w = committed_world
+    with account_context(w.account.id):
+        active_about(w, "Alice likes jazz.")
+    path = tmp_path / "acme.tar.gz"
+    _export(w, path)
+    planted: dict[str, str] = {}
+
+    def plant(data: bytes) -> bytes:
+        data, planted["key"] = _plant_key(data)
+        return data
+
+    forged = tmp_path / "forged.tar.gz"
+    _rewrite(path, forged, {
+        "tables/credentials.jsonl": plant,
+        "tables/knowledge.jsonl": lambda d: d.replace(b"likes jazz", b"hates jazz"),
+        "tables/audit_entries.jsonl": lambda d: d.replace(b"credential.created",
+                                                          b"credential.createx", 1),
+    })
+    unsigned = tmp_path / "unsigned.tar.gz"
+    _rewrite(forged, unsigned, drop={"manifest.sig"})
+    _remove_account(w.account.id)
+    for bad, why in ((forged, "signature does not verify"), (unsigned, "not signed")):
+        for extra in ((), ("--with-credentials",)):
+            with pytest.raises(CommandError, match=why):
+                call_command("import_account", str(bad), *extra, stdout=io.StringIO())
+    with account_context(w.account.id):
+        assert not Account.objects.exists()
+    # The untouched archive still imports.
+    call_command("import_account", str(path), stdout=io.StringIO())
+    with account_context(w.account.id):
+        assert Knowledge.objects.filter(statement__contains="likes jazz").exists()
+        assert not Knowledge.objects.filter(statement__contains="hates jazz").exists()
+
+
+def test_an_archive_signed_with_an_operator_key_needs_that_key(committed_world, tmp_path,
+                                                              settings):
+    w = committed_world
+    key_file = tmp_path / "archive.key"
+    key_file.write_text("operator-archive-key-0123456789abcdef\n")
+    path = tmp_path / "acme.tar.gz"
+    out = io.StringIO()
+    call_command("export_account", str(w.account.id), str(path), "--archive-key-file",
+                 str(key_file), stdout=out)
+    assert "signed with the operator key" in out.getvalue()
+    _remove_account(w.account.id)
+    with pytest.raises(CommandError, match="signed with another key"):
+        call_command("import_account", str(path), stdout=io.StringIO())
+    settings.MEMHOUSE_ARCHIVE_KEY = "some-other-operator-key-456789"
+    with pytest.raises(CommandError, match="signed with another key"):
+        call_command("import_account", str(path), stdout=io.StringIO())
+    call_command("import_account", str(path), "--archive-key-file", str(key_file),
+                 stdout=io.StringIO())
+    with account_context(w.account.id):
+        assert Account.objects.filter(id=w.account.id).exists()
+
+
+def test_the_audit_head_is_checked_against_the_value_export_printed(committed_world,
+                                                                     tmp_path):
+    w = committed_world
+    with account_context(w.account.id):
+        active_about(w, "Alice likes jazz.")
+    path = tmp_path / "acme.tar.gz"
+    manifest, log = _export(w, path)
+    head = manifest["audit_head"]
+    printed = f"--expect-audit-head {head['seq']}:{head['hash']}"
+    assert printed in log
+    _remove_account(w.account.id)
+    for wrong in (f"{head['seq'] + 1}:{head['hash']}", "0" * 64):
+        with pytest.raises(CommandError, match="not the expected one"):
+            call_command("import_account", str(path), "--expect-audit-head", wrong,
+                         stdout=io.StringIO())
+    with pytest.raises(CommandError, match="SEQ:HASH"):
+        call_command("import_account", str(path), "--expect-audit-head", "nonsense",
+                     stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("import_account", str(path), "--expect-audit-head", head["hash"], stdout=out)
+    assert "audit head matches the expected value" in out.getvalue()
+
+
+def test_credentials_and_passwords_come_back_only_when_asked(committed_world, tmp_path):
+    from knowledge.models import Credential
+
+    w = committed_world
+    path = tmp_path / "acme.tar.gz"
+    _export(w, path)
+    with account_context(w.account.id):
+        keys = Credential.objects.count()
+    assert keys >= 1
+    _remove_account(w.account.id)
+    out = io.StringIO()
+    call_command("import_account", str(path), stdout=out)
+    assert f"credentials: {keys} not imported" in out.getvalue()
+    with account_context(w.account.id):
+        assert not Credential.objects.exists()
+    alice = get_user_model().objects.get(username="alice")
+    assert not alice.has_usable_password()
+
+    _remove_account(w.account.id)
+    call_command("import_account", str(path), "--with-credentials", stdout=io.StringIO())
+    with account_context(w.account.id):
+        assert Credential.objects.count() == keys
+    assert get_user_model().objects.get(username="alice").check_password("alice-pass-123")
+
+
+def test_a_corrupt_truncated_or_oversized_archive_is_a_clear_error(committed_world, tmp_path,
+                                                                   settings):
+    w = committed_world
+    path = tmp_path / "acme.tar.gz"
+    _export(w, path)
+    data = path.read_bytes()
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(data[: len(data) // 2])
+    garbage = tmp_path / "garbage.tar.gz"
+    garbage.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 10)
+    _remove_account(w.account.id)
+    for bad in (truncated, garbage):
+        with pytest.raises(CommandError, match="corrupt or truncated"):
+            call_command("import_account", str(bad), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="no archive file"):
+        call_command("import_account", str(tmp_path / "missing.tar.gz"), stdout=io.StringIO())
+    # A small archive that unpacks to far more than the cap is refused while streaming.
+    bomb = tmp_path / "bomb.tar.gz"
+    _rewrite(path, bomb, {"tables/messages.jsonl": lambda d: d + b" " * (64 << 20)})
+    assert bomb.stat().st_size < 2 << 20
+    settings.MEMHOUSE_ARCHIVE_MAX_BYTES = 16 << 20
+    with pytest.raises(CommandError, match="unpacks to more than"):
+        call_command("import_account", str(bomb), stdout=io.StringIO())
+    with account_context(w.account.id):
+        assert not Account.objects.exists()

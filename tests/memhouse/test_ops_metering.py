@@ -70,7 +70,8 @@ def test_ingest_extraction_calls_are_billed_to_the_account(live_server, committe
     assert [q["json"]["response_format"]["json_schema"]["name"] for q in provider.requests] \
         == [SCHEMA_NAME]
     # The pipeline task (eager here, a worker in production) bills its Account.
-    assert ledger(w.account.id) == {"ingest": 1, "model_call": 1, "model_tokens": 150}
+    assert ledger(w.account.id) == {"ingest": 1, "ingest_chars": len("I like green tea."),
+                                    "model_call": 1, "model_tokens": 150}
     assert ledger(w.other_account.id) == {}
     assert counter(obs.MODEL_CALLS_UNATTRIBUTED, SCHEMA_NAME) == unattributed
 

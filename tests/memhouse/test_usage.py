@@ -36,7 +36,8 @@ def test_metered_calls_land_in_the_ledger_and_sum_per_caller(live_server, commit
     assert bad.status_code == 400  # failed calls are not billed
     body = _call(live_server, w.agent_key, "GET", "usage").json()
     assert body["scope"] == "credential"
-    assert body["totals"] == {"ingest": 2, "search": 1}  # the resent message is free
+    # the resent message is free; ingest_chars meters the stored text (item 6 budget)
+    assert body["totals"] == {"ingest": 2, "ingest_chars": 22, "search": 1}
     with account_context(w.account.id):
         assert UsageEntry.objects.filter(kind="ingest").count() == 1
     r = _call(live_server, w.agent_key, "GET", "usage", params={"since": "yesterday"})

@@ -424,6 +424,37 @@ def case_scope_belief_time_put(c: Corpus, client: APIClient) -> None:
                   field="scope")
 
 
+def _dead_letter_a_message(c: Corpus) -> str:
+    """Set Account A's message aside as a failed extraction (rolled back with the test)."""
+    from django.utils import timezone
+
+    from knowledge.models import Message
+    from memhouse.tenancy import account_context
+
+    with account_context(c.world.account.id):
+        Message.objects.filter(pk=c.a_ids["message"]).update(
+            extracted_at=None, extraction_failed_at=timezone.now(),
+            extraction_error="ValueError: test", extraction_attempts=1)
+    return str(c.a_ids["message"])
+
+
+def case_dead_letters(c: Corpus, client: APIClient) -> None:
+    real = _dead_letter_a_message(c)
+    r = api(client, c.keys["mel"], "GET", "admin/dead-letters", query={"limit": "200"})
+    assert r.status_code == 200 and r.json()["items"] == []
+    tenancy_ignored(c, client, c.keys["mel"], "GET", "admin/dead-letters")
+    mine = api(client, c.keys["dave"], "GET", "admin/dead-letters").json()["items"]
+    assert [x["id"] for x in mine] == [real]
+
+
+def case_dead_letter_retry(c: Corpus, client: APIClient) -> None:
+    real = _dead_letter_a_message(c)
+    path = "admin/dead-letters/{id}/retry"
+    r = no_oracle(c, client, c.keys["mel"], "POST", path, real, {})
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "POST", path, real, {})
+
+
 CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("auth-token", "POST"): case_auth_token,
     ("me", "GET"): case_me,
@@ -464,6 +495,8 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("me-questions", "GET"): case_me_questions,
     ("question-answer", "POST"): case_question_answer,
     ("erasure", "POST"): case_erasure,
+    ("admin-dead-letters", "GET"): case_dead_letters,
+    ("admin-dead-letter-retry", "POST"): case_dead_letter_retry,
 }
 
 

@@ -225,7 +225,8 @@ def test_erased_content_is_unreachable_everywhere_and_stays_so_after_a_round_tri
         assert head.ok
     archive_tests._remove_account(w.account.id)
     out = io.StringIO()
-    call_command("import_account", str(path), stdout=out)
+    # A trusted restore: the keys come back too (the search below uses alice's).
+    call_command("import_account", str(path), "--with-credentials", stdout=out)
     assert "audit chain verified against the manifest head" in out.getvalue()
     after_counts = _counts(w.account.id)
     assert after_counts == before_counts and sum(after_counts.values()) > 50

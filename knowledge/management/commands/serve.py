@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from knowledge import services
@@ -74,6 +74,16 @@ class Command(BaseCommand):
                             help="revoke the demo agent's API key and print a new one")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        from memhouse.checks import require_safe_secret_key
+
+        host = options["addrport"].rsplit(":", 1)[0] if ":" in options["addrport"] else (
+            "127.0.0.1")
+        try:  # fail fast, before any setup, rather than serve with the built-in key
+            require_safe_secret_key(bind_host=host.strip("[]"))
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
         call_command("migrate", interactive=False, verbosity=0)
         demo = ensure_demo_account(rotate_key=options["rotate_key"])
         base = f"http://{options['addrport']}"

@@ -24,7 +24,7 @@ def grant_existing_machine_keys(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge', '0008_usage_rls'),
+        ('knowledge', '0009_message_dead_letter_and_ingest_chars'),
     ]
 
     operations = [
