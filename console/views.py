@@ -82,7 +82,23 @@ class LoginView(auth_views.LoginView):
 
 
 class LogoutView(auth_views.LogoutView):
+    """Signing out also revokes the human's login tokens (they were minted for the
+    person, not for this browser; a stolen one dies with the session)."""
+
     next_page = "/console/login/"
+
+    def post(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        from django.db import transaction
+
+        from knowledge.services import tokens_revoke
+        from memhouse.authentication import principal_for_user
+
+        if request.user.is_authenticated:
+            with transaction.atomic():
+                principal = principal_for_user(request.user)
+                if principal is not None:
+                    tokens_revoke(peer=principal.peer)
+        return super().post(request, *args, **kwargs)
 
 
 # --- plumbing ---------------------------------------------------------------------------

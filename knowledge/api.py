@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from knowledge import services
 from memhouse import usage
 from memhouse.authentication import principal_for_user, principal_of
-from memhouse.errors import ApplicationError
+from memhouse.errors import ApplicationError, error_response
 
 
 class AuthTokenApi(APIView):
@@ -31,16 +31,56 @@ class AuthTokenApi(APIView):
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        user = authenticate(request._request, username=data.validated_data["username"],
-                            password=data.validated_data["password"])
+        from axes.exceptions import AxesBackendPermissionDenied
+        from django.conf import settings as conf
+
+        try:
+            user = authenticate(request._request, username=data.validated_data["username"],
+                                password=data.validated_data["password"])
+        except AxesBackendPermissionDenied:
+            user = None
+        if getattr(request._request, "axes_locked_out", False):
+            # Returned too, so the failure that reached the limit is kept.
+            wait = conf.AXES_COOLOFF_MINUTES * 60
+            return error_response("rate_limited", "too many failed sign-ins for this "
+                                  f"username or address; try again in {wait} seconds", 429,
+                                  headers={"Retry-After": str(wait)})
         principal = principal_for_user(user) if user is not None else None
         if principal is None:
-            raise ApplicationError("invalid_login", "unknown username or wrong password",
-                                   status_code=401)
+            # Returned, not raised: the request's transaction commits, and with it the
+            # failed attempt django-axes recorded (a rollback would forget it).
+            return error_response("invalid_login", "unknown username or wrong password", 401)
+        if conf.AXES_ENABLED and conf.AXES_RESET_ON_SUCCESS:
+            from axes.utils import reset_request
+
+            reset_request(request._request)  # as a console sign-in does (no login() here)
         cred, key = services.token_issue(peer=principal.peer)
         return Response({"token": key, "prefix": cred.prefix,
                          "expires_at": cred.expires_at, "peer_key": principal.peer.key},
                         status=201)
+
+
+class AuthTokenRevokeApi(APIView):
+    """POST {"all": false}: revoke the login token this request is made with, or with
+    {"all": true} every login token of the signed-in human."""
+
+    class InputSerializer(serializers.Serializer):
+        all = serializers.BooleanField(required=False, default=False)
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if not p.is_human:
+            raise ApplicationError("not_a_human", "only a human's login tokens are revoked "
+                                   "here; agent keys are revoked by an administrator",
+                                   status_code=403)
+        if not data.validated_data["all"] and p.via != "token":
+            raise ApplicationError("not_a_token", "this request is not made with a login "
+                                   "token; send {\"all\": true} to revoke all of yours")
+        only = None if data.validated_data["all"] else p.credential_id
+        revoked = services.tokens_revoke(peer=p.peer, only=only)
+        return Response({"revoked": revoked})
 
 
 class WhoAmIApi(APIView):

@@ -140,7 +140,9 @@ class Session(AccountOwned):
     class Meta:
         db_table = "memhouse_session"
         constraints = [
-            models.UniqueConstraint(fields=["account", "external_id"], name="session_unique_ext"),
+            # Per scope: a key limited to /a/x can neither probe nor join /a/y's sessions.
+            models.UniqueConstraint(fields=["account", "scope", "external_id"],
+                                    name="session_unique_scope_ext"),
         ]
 
 
@@ -166,9 +168,10 @@ class Message(AccountOwned):
     class Meta:
         db_table = "memhouse_message"
         constraints = [
-            models.UniqueConstraint(fields=["account", "client_message_id"],
+            # Per scope, so whether an id exists elsewhere is no oracle and no squatting.
+            models.UniqueConstraint(fields=["account", "scope", "client_message_id"],
                                     condition=Q(client_message_id__isnull=False),
-                                    name="message_unique_client_id"),
+                                    name="message_unique_scope_client_id"),
         ]
         indexes = [models.Index(fields=["account", "occurred_at"])]
 
@@ -184,9 +187,9 @@ class Document(AccountOwned):
     class Meta:
         db_table = "memhouse_document"
         constraints = [
-            models.UniqueConstraint(fields=["account", "external_id"],
+            models.UniqueConstraint(fields=["account", "scope", "external_id"],
                                     condition=Q(external_id__isnull=False),
-                                    name="document_unique_ext"),
+                                    name="document_unique_scope_ext"),
         ]
 
 

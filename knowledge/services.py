@@ -168,6 +168,21 @@ def credential_revoke(*, credential: Credential, actor: str) -> Credential:
 
 
 @transaction.atomic
+def tokens_revoke(*, peer: Peer, only: uuid.UUID | None = None) -> int:
+    """Revoke a human's own login tokens (all of them, or the one `only` names): what the
+    owner asks for, and what signing out of the console does."""
+    qs = Credential.objects.filter(account_id=peer.account_id, peer=peer,
+                                   kind=Credential.Kind.TOKEN, revoked_at__isnull=True)
+    if only is not None:
+        qs = qs.filter(pk=only)
+    revoked = 0
+    for credential in qs:
+        credential_revoke(credential=credential, actor=f"peer:{peer.key}")
+        revoked += 1
+    return revoked
+
+
+@transaction.atomic
 def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
                       subject_peer: Peer | None, actor: Any, kind: str = Knowledge.Kind.FACT,
                       level: str = Knowledge.Level.PEER, confidence: float = 0.5,

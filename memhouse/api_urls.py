@@ -5,6 +5,8 @@ from retrieval import api as retrieval_api
 
 urlpatterns = [
     path("auth/token", knowledge_api.AuthTokenApi.as_view(), name="auth-token"),
+    path("auth/token/revoke", knowledge_api.AuthTokenRevokeApi.as_view(),
+         name="auth-token-revoke"),
     path("me", knowledge_api.WhoAmIApi.as_view(), name="me"),
     path("usage", knowledge_api.UsageApi.as_view(), name="usage"),
     path("scopes", knowledge_api.ScopesApi.as_view(), name="scopes"),

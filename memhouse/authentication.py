@@ -140,3 +140,19 @@ def principal_of(request: Any) -> Principal:
     if not isinstance(user, Principal):
         raise exceptions.NotAuthenticated()
     return user
+
+
+def lockout_response(request: Any, original_response: Any = None,
+                     credentials: Any = None) -> Any:
+    """django-axes' answer to a locked-out sign-in: the API's own 429 (its view already
+    built it) or, in the console, the lockout page with Retry-After."""
+    from django.conf import settings
+    from django.shortcuts import render
+
+    wait = str(settings.AXES_COOLOFF_MINUTES * 60)
+    if request.path.startswith("/api/") and original_response is not None:
+        return original_response
+    response = render(request, settings.AXES_LOCKOUT_TEMPLATE,
+                      {"cooloff_time": f"{settings.AXES_COOLOFF_MINUTES} minutes"}, status=429)
+    response["Retry-After"] = wait
+    return response

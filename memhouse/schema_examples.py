@@ -282,6 +282,11 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "request": {"level": "scope", "scope": "/demo"},
         "response": {"knowledge": knowledge()},
     },
+    "v1_auth_token_revoke_create": {
+        "status": 200,
+        "request": {"all": True},
+        "response": {"revoked": 2},
+    },
     "v1_curator_knowledge_edit_create": {
         "status": 201,
         "request": {"statement": "Caroline went to an LGBTQ support group.",

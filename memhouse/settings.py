@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "knowledge",
     "retrieval",
     "governance",
@@ -48,7 +49,27 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
     "memhouse.observability.MetricsMiddleware",
+    "axes.middleware.AxesMiddleware",  # the console login's lockout page
 ]
+
+# Sign-in throttling (django-axes) on POST /api/v1/auth/token and the console login:
+# after MEMHOUSE_LOGIN_FAILURE_LIMIT failures for one username, or from one address, both
+# are refused for MEMHOUSE_LOGIN_COOLOFF_MINUTES (429 `too_many_login_attempts` with
+# Retry-After on the API). A success resets the username's count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("MEMHOUSE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_MINUTES = env_int("MEMHOUSE_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AXES_COOLOFF_TIME = AXES_COOLOFF_MINUTES / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+AXES_LOCKOUT_CALLABLE = "memhouse.authentication.lockout_response"
+AXES_ENABLED = env_bool("MEMHOUSE_LOGIN_THROTTLING", True)
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "memhouse.urls"
 WSGI_APPLICATION = "memhouse.wsgi.application"

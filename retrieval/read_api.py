@@ -46,11 +46,18 @@ class ContextApi(APIView):
         scope = scope_for_read(reader=reader, path=v["scope"])
         session = None
         if v.get("session"):
-            session = (Session.objects.select_related("scope")
-                       .filter(account_id=reader.account_id, external_id=v["session"]).first())
-            chain = set(scope_ancestors(scope).values_list("id", flat=True))
-            if session is None or not (session.scope_id in chain
-                                       or reader.may_read_scope(session.scope.path)):
+            # Session ids are unique per scope: the one in the nearest scope of the chain.
+            chain = list(scope_ancestors(scope).order_by("-path").values_list("id", flat=True))
+            candidates = {x.scope_id: x for x in Session.objects.select_related("scope")
+                          .filter(account_id=reader.account_id, external_id=v["session"],
+                                  scope_id__in=chain)}
+            session = next((candidates[c] for c in chain if c in candidates), None)
+            if session is None:  # else one in a scope below that the reader may read
+                session = next((x for x in Session.objects.select_related("scope")
+                                .filter(account_id=reader.account_id, external_id=v["session"])
+                                .order_by("scope__path")
+                                if reader.may_read_scope(x.scope.path)), None)
+            if session is None:
                 raise NotFound("session")
         body = context_mod.get_context(reader=reader, scope=scope, session=session,
                                        query=v.get("query") or "", budget_chars=v["budget_chars"])

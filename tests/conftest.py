@@ -17,6 +17,8 @@ def pytest_configure(config: Any) -> None:
 
     # Password hashing strength is not under test; PBKDF2 would dominate the suite's time.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Sign-in throttling counts failures across a whole run; its own tests turn it on.
+    settings.AXES_ENABLED = False
     # Tests change the corpus between searches; cached corpus statistics would go stale.
     settings.MEMHOUSE_ENTITY_STATS_TTL = 0
     # Tests serve only this machine with the built-in key (memhouse.checks).

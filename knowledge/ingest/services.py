@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from knowledge import audit
@@ -102,14 +102,16 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
     peers = {p.key: p for p in Peer.objects.filter(account_id=principal.account_id, key__in=keys)}
     session = None
     if session_id:
+        # Sessions are bound to their scope: the same id under another scope is another
+        # conversation, never a way into that scope's session.
         session, _ = Session.objects.get_or_create(
-            account_id=principal.account_id, external_id=session_id,
-            defaults={"scope": scope, "started_at": min(m.occurred_at for m in messages)})
+            account_id=principal.account_id, scope=scope, external_id=session_id,
+            defaults={"started_at": min(m.occurred_at for m in messages)})
     client_ids = [m.client_message_id for m in messages if m.client_message_id]
     if len(client_ids) != len(set(client_ids)):
         raise ApplicationError("duplicate_client_id", "a client message id repeats in the batch")
     existing = {m.client_message_id: m for m in Message.objects.filter(
-        account_id=principal.account_id, client_message_id__in=client_ids)}
+        account_id=principal.account_id, scope=scope, client_message_id__in=client_ids)}
     results: list[dict[str, Any]] = []
     new_ids: list[str] = []
     for index, incoming in enumerate(messages):
@@ -135,10 +137,26 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
             results.append({"id": str(prior.id), "client_message_id": prior.client_message_id,
                             "status": "duplicate"})
             continue
-        msg = Message.objects.create(
-            account_id=principal.account_id, peer=speaker, scope=scope, session=session,
-            client_message_id=incoming.client_message_id, text=text,
-            occurred_at=incoming.occurred_at, metadata=incoming.metadata or {})
+        try:
+            with transaction.atomic():  # a savepoint: a concurrent twin may win the insert
+                msg = Message.objects.create(
+                    account_id=principal.account_id, peer=speaker, scope=scope,
+                    session=session, client_message_id=incoming.client_message_id,
+                    text=text, occurred_at=incoming.occurred_at,
+                    metadata=incoming.metadata or {})
+        except IntegrityError:
+            twin = Message.objects.filter(account_id=principal.account_id, scope=scope,
+                                          client_message_id=incoming.client_message_id).first()
+            if twin is None:
+                raise
+            if twin.text != text or twin.peer_id != speaker.id:
+                raise ApplicationError(
+                    "client_id_conflict",
+                    f"client message id {incoming.client_message_id!r} was already used "
+                    "for a different message", status_code=409) from None
+            results.append({"id": str(twin.id), "client_message_id": twin.client_message_id,
+                            "status": "duplicate"})
+            continue
         new_ids.append(str(msg.id))
         results.append({"id": str(msg.id), "client_message_id": msg.client_message_id,
                         "status": "created"})
@@ -229,7 +247,7 @@ def document_create(*, principal: Principal, scope_path: str, title: str, conten
                     media_type: str = "text/plain", external_id: str | None = None
                     ) -> DocumentVersion:
     scope = resolve_scope(principal=principal, path=scope_path)
-    if external_id and Document.objects.filter(account_id=principal.account_id,
+    if external_id and Document.objects.filter(account_id=principal.account_id, scope=scope,
                                                external_id=external_id).exists():
         raise ApplicationError("document_exists",
                                f"a document with external id {external_id!r} exists; "
@@ -256,9 +274,22 @@ def document_for_write(*, principal: Principal, document_id: uuid.UUID | str) ->
     return document
 
 
+def _require_document_writer(principal: Principal, document: Document) -> None:
+    """Revising or deleting a document retracts what its subjects may have confirmed, so
+    only its uploader (the credential's peer; for a peerless upload, a peerless key),
+    curators and account administrators may do it."""
+    uploader = principal.peer is not None and document.peer_id == principal.peer.id
+    peerless = principal.peer is None and document.peer_id is None
+    if not (uploader or peerless or principal.is_curator or principal.is_admin):
+        raise ApplicationError("document_owner_only",
+                               "only the uploader, a curator or an administrator may revise "
+                               "or delete this document", status_code=403)
+
+
 @transaction.atomic
 def document_version_add(*, principal: Principal, document: Document, content: bytes,
                          media_type: str = "text/plain") -> DocumentVersion:
+    _require_document_writer(principal, document)
     version = _add_version(document, content, media_type)
     audit.append(account_id=principal.account_id, event_type="document.version_added",
                  actor=_actor(principal), target_type="document", target_id=str(document.id),
@@ -269,6 +300,7 @@ def document_version_add(*, principal: Principal, document: Document, content: b
 @transaction.atomic
 def document_delete(*, principal: Principal, document: Document) -> int:
     """Tombstone the document and its versions; retract knowledge left with no source."""
+    _require_document_writer(principal, document)
     from knowledge.services import retract_unsupported
 
     now = timezone.now()

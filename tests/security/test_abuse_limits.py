@@ -87,7 +87,8 @@ def test_ingest_text_is_budgeted_per_credential_over_a_window(target, live_serve
     settings.MEMHOUSE_INGEST_CHARS_PER_WINDOW = 1_000
     settings.MEMHOUSE_INGEST_WINDOW_SECONDS = 600
     with account_context(w.account.id):
-        _, second_key = services.credential_create(account_id=w.account.id, peer=w.agent)
+        _, second_key = services.credential_create(account_id=w.account.id, peer=w.agent,
+                                                    act_for_all=True)
 
     def send(key: str, tag: str) -> httpx.Response:
         return api(live_server, key, "POST", "messages", json={

@@ -455,8 +455,24 @@ def case_dead_letter_retry(c: Corpus, client: APIClient) -> None:
     owner_sees_it(client, c.keys["dave"], "POST", path, real, {})
 
 
+def case_auth_token_revoke(c: Corpus, client: APIClient) -> None:
+    from knowledge.models import Credential
+    from memhouse.tenancy import rebind_account_for_tests
+
+    # B's human revokes all of B's own tokens; A's tokens stay live.
+    r = api(client, c.keys["mallory"], "POST", "auth/token/revoke",
+            {"all": True, "account_id": str(c.world.account.id)})
+    assert r.status_code == 200, r.content
+    rebind_account_for_tests(c.world.account.id)
+    try:
+        assert Credential.objects.filter(kind="token", revoked_at__isnull=True).exists()
+    finally:
+        rebind_account_for_tests(None)
+
+
 CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("auth-token", "POST"): case_auth_token,
+    ("auth-token-revoke", "POST"): case_auth_token_revoke,
     ("me", "GET"): case_me,
     ("usage", "GET"): case_usage,
     ("scopes", "GET"): case_scopes_get,

@@ -1,0 +1,72 @@
+"""Sign-in throttling (django-axes): repeated failures for one username lock it out on the
+API token endpoint and the console login, with 429 and Retry-After; other users are not
+affected; a success resets the count."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+from django.test import override_settings
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_attempts(transactional_db: Any) -> None:
+    from axes.utils import reset
+
+    reset()  # failures from an earlier test (same loopback address) do not carry over
+
+
+def token(base: str, username: str, password: str, ip: str = "127.0.0.1") -> httpx.Response:
+    return httpx.post(f"{base}/api/v1/auth/token", timeout=60,
+                      json={"username": username, "password": password})
+
+
+@override_settings(AXES_ENABLED=True, AXES_FAILURE_LIMIT=3)
+def test_the_token_endpoint_locks_a_username_after_repeated_failures(
+        live_server: Any, committed_world: Any) -> None:
+    base = live_server.url
+    for _ in range(2):
+        r = token(base, "alice", "wrong-password")
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_login"
+    r = token(base, "alice", "wrong-password")  # the third failure reaches the limit
+    assert r.status_code == 429
+    r = token(base, "alice", "alice-pass-123")  # even the right password now waits
+    assert r.status_code == 429, r.text
+    assert r.json()["error"]["code"] == "rate_limited" and int(r.headers["Retry-After"]) > 0
+
+
+@override_settings(AXES_ENABLED=True, AXES_FAILURE_LIMIT=3)
+def test_a_success_resets_the_count(live_server: Any, committed_world: Any) -> None:
+    base = live_server.url
+    for _ in range(2):
+        assert token(base, "bob", "nope-nope").status_code == 401
+    assert token(base, "bob", "bob-pass-1234").status_code == 201
+    # Without the reset this third failure would reach the limit of 3.
+    assert token(base, "bob", "nope-nope").status_code == 401
+    assert token(base, "bob", "bob-pass-1234").status_code == 201
+
+
+@override_settings(AXES_ENABLED=True, AXES_FAILURE_LIMIT=3)
+def test_the_console_login_is_throttled_too(live_server: Any, committed_world: Any) -> None:
+    base = live_server.url
+    client = httpx.Client(follow_redirects=False)
+
+    def attempt(password: str) -> httpx.Response:
+        page = client.get(f"{base}/console/login/", timeout=60)
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        assert csrf is not None
+        return client.post(f"{base}/console/login/", timeout=60,
+                           data={"username": "carol", "password": password,
+                                 "csrfmiddlewaretoken": csrf.group(1)},
+                           headers={"Referer": f"{base}/console/login/"})
+
+    for _ in range(2):
+        assert attempt("wrong").status_code == 200  # the form again, with an error
+    assert attempt("wrong").status_code == 429  # the third failure reaches the limit
+    r = attempt("carol-pass-123")
+    assert r.status_code == 429 and "Too many failed sign-ins" in r.text
