@@ -239,11 +239,12 @@ def _supersession_neighbours(ids: set[uuid.UUID], *, older: bool) -> set[uuid.UU
 
 
 def supersession_chain(*, principal: Principal, reader: Reader, item: Knowledge,
-                       older: bool, hops: int = CHAIN_HOPS) -> tuple[list[ChainLink], bool]:
+                       older: bool, hops: int | None = None) -> tuple[list[ChainLink], bool]:
     """Walk the supersession links from `item`, older or newer, at most `hops` steps.
     Only statements the viewer may see (viewer_q) are shown; a hidden one is a
     placeholder and the walk does not continue through it. Returns the links, nearest
     first, and whether the walk stopped at the bound with more to go."""
+    hops = CHAIN_HOPS if hops is None else hops
     seen = {item.pk}
     frontier = {item.pk}
     links: list[ChainLink] = []
