@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from governance.services import MAX_REASON_CHARS
+from governance.services import MAX_MERGE, MAX_REASON_CHARS, MAX_STATEMENT_CHARS
 from knowledge import lifecycle
 
 MAX_BULK = 200
@@ -41,6 +41,25 @@ class ResolveForm(NoteForm):
                                 label="Outcome")
 
 
+class ContradictionForm(NoteForm):
+    outcome = forms.ChoiceField(choices=[("keep", "Keep the current statement"),
+                                         ("retire", "Retire the current statement")],
+                                label="Outcome")
+
+
+class EditForm(NoteForm):
+    # Whitespace, emptiness and "unchanged" are the service's rules (knowledge_edit).
+    statement = forms.CharField(max_length=MAX_STATEMENT_CHARS, label="Corrected statement",
+                                strip=True)
+
+
+class CorrectForm(forms.Form):
+    statement = forms.CharField(max_length=MAX_STATEMENT_CHARS, label="What is true now",
+                                strip=True)
+    reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS, label="Reason",
+                             strip=True)
+
+
 class ReasonForm(forms.Form):
     # Whether a reason is required (contest) or optional (redact) is the service's rule.
     reason = forms.CharField(required=False, max_length=MAX_REASON_CHARS, label="Reason",
@@ -56,6 +75,19 @@ class AnswerForm(forms.Form):
     answer = forms.CharField(max_length=20, label="Answer")
 
 
+def _selected_ids(raw_ids: list[str]) -> list[uuid.UUID]:
+    ids: list[uuid.UUID] = []
+    for raw in raw_ids:
+        try:
+            value = uuid.UUID(str(raw))
+        except ValueError:
+            raise forms.ValidationError("One of the selected statements is not valid.",
+                                        code="invalid_id") from None
+        if value not in ids:
+            ids.append(value)
+    return ids
+
+
 class BulkForm(forms.Form):
     action = forms.ChoiceField(choices=[(k, v[0]) for k, v in BULK_ACTIONS.items()],
                                label="Action")
@@ -68,21 +100,37 @@ class BulkForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        ids: list[uuid.UUID] = []
-        for raw in self.raw_ids:
-            try:
-                value = uuid.UUID(str(raw))
-            except ValueError:
-                raise forms.ValidationError("One of the selected statements is not valid.",
-                                            code="invalid_id") from None
-            if value not in ids:
-                ids.append(value)
+        ids = _selected_ids(self.raw_ids)
         if not ids:
             raise forms.ValidationError("Choose at least one statement first.",
                                         code="no_selection")
         if len(ids) > MAX_BULK:
             raise forms.ValidationError(f"Choose at most {MAX_BULK} statements at once.",
                                         code="too_many")
+        cleaned["ids"] = ids
+        return cleaned
+
+
+class MergeForm(forms.Form):
+    """Two steps, like the bulk form: the selection (ids), then `confirmed=yes` with the
+    merged statement's text (blank: the first statement's text) and a note."""
+
+    statement = forms.CharField(required=False, max_length=MAX_STATEMENT_CHARS,
+                                label="Merged statement", strip=True)
+    note = forms.CharField(required=False, max_length=MAX_REASON_CHARS, label="Note",
+                           strip=True)
+    confirmed = forms.CharField(required=False)
+
+    def __init__(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(data, *args, **kwargs)
+        self.raw_ids: list[str] = list(data.getlist("ids")) if data is not None else []
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        ids = _selected_ids(self.raw_ids)
+        if not 2 <= len(ids) <= MAX_MERGE:
+            raise forms.ValidationError(f"Choose 2 to {MAX_MERGE} statements to merge.",
+                                        code="merge_size")
         cleaned["ids"] = ids
         return cleaned
 

@@ -107,15 +107,19 @@ def scopes_for(*, principal: Principal) -> list[Scope]:
 
 # --- curator queue ----------------------------------------------------------------------
 
+CONTRADICTION = "contradiction"  # the queue's filter for open contradiction reviews
+
+
 @dataclass(frozen=True)
 class QueueCounts:
     held: int
     contested: int
     capped: bool  # True when a count reached COUNT_CAP ("200+")
+    contradicted: int = 0
 
     @property
     def total(self) -> int:
-        return self.held + self.contested
+        return self.held + self.contested + self.contradicted
 
 
 def queue_counts(*, principal: Principal) -> QueueCounts:
@@ -123,12 +127,55 @@ def queue_counts(*, principal: Principal) -> QueueCounts:
     numbers obey exactly the queue's authorisation (capped at COUNT_CAP per state)."""
     counts: dict[str, int] = {}
     capped = False
-    for state in gov.QUEUE_STATES:
+    for state in (*gov.QUEUE_STATES, CONTRADICTION):
         page = gov.curator_queue(principal=principal, state=state, limit=COUNT_CAP)
         counts[state] = len(page.items)
         capped = capped or page.next_cursor is not None
     return QueueCounts(held=counts[lifecycle.HELD], contested=counts[lifecycle.CONTESTED],
-                       capped=capped)
+                       contradicted=counts[CONTRADICTION], capped=capped)
+
+
+@dataclass(frozen=True)
+class ContradictionView:
+    """A newer claim that contradicts a queued statement. `other` is None when the
+    curator may not see it; `awaiting_subject` then says it is a provisional row waiting
+    for its subject (the only thing a curator learns about it)."""
+
+    other: Knowledge | None
+    awaiting_subject: bool
+
+
+def contradictions_by_knowledge(*, principal: Principal, reader: Reader,
+                                ids: Iterable[uuid.UUID]
+                                ) -> dict[uuid.UUID, list[ContradictionView]]:
+    """The `contradicts` relations pointing at each statement, their other ends shown only
+    when the viewer may see them (viewer_q, as on the item page). Three queries."""
+    rels = list(Relation.objects.filter(target_id__in=list(ids),
+                                        type=Relation.Type.CONTRADICTS)
+                .order_by("created_at"))
+    sources = {r.source_id for r in rels}
+    visible = {k.pk: k for k in _knowledge_qs(principal).filter(pk__in=sources)
+               .filter(viewer_q(principal=principal, reader=reader))}
+    hidden_states = dict(Knowledge.objects.filter(pk__in=sources - visible.keys())
+                         .values_list("pk", "state"))
+    out: dict[uuid.UUID, list[ContradictionView]] = {}
+    for r in rels:
+        other = visible.get(r.source_id)
+        out.setdefault(r.target_id, []).append(ContradictionView(
+            other=other, awaiting_subject=other is None and hidden_states.get(
+                r.source_id) == lifecycle.PROVISIONAL))
+    return out
+
+
+def curator_may_correct(*, principal: Principal, item: Knowledge) -> bool:
+    """Whether the curator correction forms (edit, merge) apply to `item`: the rule of
+    governance.selectors.knowledge_for_curator plus a state a correction may retire. The
+    service decides the rest (a pending promotion, an unchanged text...)."""
+    from governance.services import CORRECTABLE
+
+    return (principal.is_curator and item.state in CORRECTABLE
+            and item.state in gov.CURATOR_STATES
+            and principal.may_access_scope(item.scope.path))
 
 
 def sources_by_knowledge(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[KnowledgeSource]]:
@@ -164,6 +211,60 @@ def open_question_count(*, principal: Principal) -> int:
 
 # --- item page --------------------------------------------------------------------------
 
+CHAIN_HOPS = 20
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One statement in a supersession chain, `hop` steps from the page's statement.
+    `item` is None for a statement the viewer may not see (the walk stops there)."""
+
+    hop: int
+    item: Knowledge | None
+
+
+def _supersession_neighbours(ids: set[uuid.UUID], *, older: bool) -> set[uuid.UUID]:
+    """The statements `ids` supersede (older) or are superseded by (newer): both the
+    Knowledge.supersedes link and supersedes relations (a merge links every original)."""
+    rels = Relation.objects.filter(type=Relation.Type.SUPERSEDES)
+    if older:
+        found = set(rels.filter(source_id__in=ids).values_list("target_id", flat=True))
+        found |= {pk for pk in Knowledge.objects.filter(pk__in=ids)
+                  .values_list("supersedes_id", flat=True) if pk is not None}
+    else:
+        found = set(rels.filter(target_id__in=ids).values_list("source_id", flat=True))
+        found |= set(Knowledge.objects.filter(supersedes_id__in=ids)
+                     .values_list("id", flat=True))
+    return found
+
+
+def supersession_chain(*, principal: Principal, reader: Reader, item: Knowledge,
+                       older: bool, hops: int | None = None) -> tuple[list[ChainLink], bool]:
+    """Walk the supersession links from `item`, older or newer, at most `hops` steps.
+    Only statements the viewer may see (viewer_q) are shown; a hidden one is a
+    placeholder and the walk does not continue through it. Returns the links, nearest
+    first, and whether the walk stopped at the bound with more to go."""
+    hops = CHAIN_HOPS if hops is None else hops
+    seen = {item.pk}
+    frontier = {item.pk}
+    links: list[ChainLink] = []
+    for hop in range(1, hops + 1):
+        found = _supersession_neighbours(frontier, older=older) - seen
+        if not found:
+            return links, False
+        seen |= found
+        visible = {k.pk: k for k in _knowledge_qs(principal).filter(pk__in=found)
+                   .filter(viewer_q(principal=principal, reader=reader))}
+        shown = sorted(visible.values(), key=lambda k: (k.inserted_at, str(k.pk)),
+                       reverse=older)
+        links.extend(ChainLink(hop=hop, item=k) for k in shown)
+        links.extend(ChainLink(hop=hop, item=None) for _ in range(len(found) - len(visible)))
+        frontier = set(visible)
+        if not frontier:
+            return links, False
+    return links, bool(_supersession_neighbours(frontier, older=older) - seen)
+
+
 @dataclass(frozen=True)
 class RelationView:
     type: str
@@ -173,10 +274,12 @@ class RelationView:
 
 
 def lineage(*, principal: Principal, reader: Reader, item: Knowledge) -> dict[str, Any]:
-    """Sources, typed relations (other ends only when visible) and lifecycle history."""
+    """Sources, typed relations (other ends only when visible), the supersession chain
+    both ways and lifecycle history."""
     sources = sources_by_knowledge([item.pk]).get(item.pk, [])
+    # Supersession is shown as a chain (supersession_chain), not among the relations.
     rels = list(Relation.objects.filter(Q(source_id=item.pk) | Q(target_id=item.pk))
-                .order_by("created_at"))
+                .exclude(type=Relation.Type.SUPERSEDES).order_by("created_at"))
     other_ids = {r.target_id if r.source_id == item.pk else r.source_id for r in rels}
     visible = {k.pk: k for k in _knowledge_qs(principal).filter(pk__in=other_ids)
                .filter(viewer_q(principal=principal, reader=reader))}
@@ -186,16 +289,16 @@ def lineage(*, principal: Principal, reader: Reader, item: Knowledge) -> dict[st
                      other=visible.get(r.target_id if r.source_id == item.pk else r.source_id))
         for r in rels
     ]
-    superseded_by = list(_knowledge_qs(principal).filter(supersedes_id=item.pk)
-                         .filter(viewer_q(principal=principal, reader=reader)))
-    supersedes = None
-    if item.supersedes_id is not None:
-        supersedes = (_knowledge_qs(principal).filter(pk=item.supersedes_id)
-                      .filter(viewer_q(principal=principal, reader=reader)).first())
+    supersedes, older_more = supersession_chain(principal=principal, reader=reader,
+                                                item=item, older=True)
+    superseded_by, newer_more = supersession_chain(principal=principal, reader=reader,
+                                                   item=item, older=False)
     events = list(LifecycleEvent.objects.filter(knowledge_id=item.pk)
                   .select_related("actor_peer").order_by("created_at", "id"))
     return {"sources": sources, "relations": relations, "events": events,
-            "supersedes": supersedes, "superseded_by": superseded_by}
+            "supersedes": supersedes, "superseded_by": superseded_by,
+            "supersedes_more": older_more, "superseded_by_more": newer_more,
+            "chain_hops": CHAIN_HOPS}
 
 
 # --- audit ------------------------------------------------------------------------------

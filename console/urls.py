@@ -14,12 +14,17 @@ urlpatterns = [
     path("queue/<uuid:knowledge_id>/approve/", views.queue_approve, name="queue-approve"),
     path("queue/<uuid:knowledge_id>/reject/", views.queue_reject, name="queue-reject"),
     path("queue/<uuid:knowledge_id>/resolve/", views.queue_resolve, name="queue-resolve"),
+    path("queue/<uuid:knowledge_id>/contradiction/", views.queue_contradiction,
+         name="queue-contradiction"),
+    path("knowledge/<uuid:knowledge_id>/edit/", views.knowledge_edit, name="knowledge-edit"),
+    path("knowledge/merge/", views.knowledge_merge, name="knowledge-merge"),
     path("audit/", views.audit_log, name="audit"),
     # Subjects
     path("me/", views.me, name="me"),
     path("me/knowledge/<uuid:knowledge_id>/confirm/", views.me_confirm, name="me-confirm"),
     path("me/knowledge/<uuid:knowledge_id>/contest/", views.me_contest, name="me-contest"),
     path("me/knowledge/<uuid:knowledge_id>/redact/", views.me_redact, name="me-redact"),
+    path("me/knowledge/<uuid:knowledge_id>/correct/", views.me_correct, name="me-correct"),
     path("me/questions/<uuid:question_id>/answer/", views.question_answer,
          name="question-answer"),
     # Everyone signed in

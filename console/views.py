@@ -44,6 +44,10 @@ from console.forms import (
     AnswerForm,
     BrowseForm,
     BulkForm,
+    ContradictionForm,
+    CorrectForm,
+    EditForm,
+    MergeForm,
     NoteForm,
     ReasonForm,
     ResolveForm,
@@ -242,6 +246,13 @@ class QueueRow:
     review_target: str
     can_decide: bool  # held: approve / reject
     can_resolve: bool  # contested: resolve for / against
+    contradiction: Validation | None  # an open contradiction review: keep / retire
+    contradicted_by: list[views_sel.ContradictionView]
+    can_edit: bool  # the item page's edit form applies
+
+    @property
+    def can_settle(self) -> bool:
+        return self.contradiction is not None
 
 
 def _consent_state(item: Knowledge, latest: Validation | None,
@@ -263,10 +274,12 @@ def _consent_state(item: Knowledge, latest: Validation | None,
     return "not needed", "muted"
 
 
-def _queue_rows(items: list[Knowledge]) -> list[QueueRow]:
+def _queue_rows(principal: Principal, items: list[Knowledge]) -> list[QueueRow]:
     ids = [k.pk for k in items]
     sources = views_sel.sources_by_knowledge(ids)
     consent = views_sel.consent_by_knowledge(ids)
+    contradicting = views_sel.contradictions_by_knowledge(
+        principal=principal, reader=reader_for(principal=principal), ids=ids)
     rows = []
     for k in items:
         opened = getattr(k, "open_validations", None)
@@ -276,6 +289,8 @@ def _queue_rows(items: list[Knowledge]) -> list[QueueRow]:
                           .select_related("target_scope").order_by("created_at"))
         review = next((v for v in opened if v.kind == Validation.Kind.REVIEW), None)
         dispute = next((v for v in opened if v.kind == Validation.Kind.DISPUTE), None)
+        contradiction = next((v for v in opened if v.kind == Validation.Kind.CONTRADICTION),
+                             None)
         label, tone = _consent_state(k, consent.get(k.pk), review)
         target = ""
         if review is not None and review.target_scope is not None:
@@ -285,7 +300,10 @@ def _queue_rows(items: list[Knowledge]) -> list[QueueRow]:
             validations=opened, consent=label, consent_tone=tone,
             dispute_reason=dispute.note if dispute else "", review_target=target,
             can_decide=k.state == lifecycle.HELD,
-            can_resolve=k.state == lifecycle.CONTESTED))
+            can_resolve=k.state == lifecycle.CONTESTED,
+            contradiction=contradiction,
+            contradicted_by=contradicting.get(k.pk, []) if contradiction else [],
+            can_edit=views_sel.curator_may_correct(principal=principal, item=k)))
     return rows
 
 
@@ -316,7 +334,7 @@ def _queue_context(request: HttpRequest, principal: Principal, filters: dict[str
     if page.next_cursor:
         more = _queue_url(filters) + ("&" if "?" in _queue_url(filters) else "?") + urlencode(
             {"cursor": page.next_cursor})
-    return {"rows": _queue_rows(page.items), "filters": filters, "more_url": more,
+    return {"rows": _queue_rows(principal, page.items), "filters": filters, "more_url": more,
             "queue_url": _queue_url(filters), "paged": bool(cursor),
             "scopes": views_sel.scopes_for(principal=principal),
             "bulk_actions": [(k, v[0]) for k, v in BULK_ACTIONS.items()]}
@@ -344,6 +362,10 @@ _DECISIONS: dict[str, tuple[str, str]] = {
                     "resolved_for"),
     "resolve_against": ("Dispute resolved against the statement: it is now rejected.",
                         "resolved_against"),
+    "contradiction_keep": ("Kept: the statement stays in use; the contradicting claim is "
+                           "kept as history.", "contradiction_kept"),
+    "contradiction_retire": ("Retired: the statement is superseded and no longer used.",
+                             "contradiction_retired"),
 }
 
 
@@ -352,21 +374,26 @@ def _apply_decision(action: str, item: Knowledge, actor: Any, note: str) -> Know
         return services.knowledge_approve(item=item, actor=actor, note=note)
     if action == "reject":
         return services.knowledge_reject(item=item, actor=actor, note=note)
+    if action.startswith("contradiction_"):
+        return services.contradiction_resolve(item=item, actor=actor,
+                                              outcome=action.removeprefix("contradiction_"),
+                                              note=note)
     outcome = "for" if action == "resolve_for" else "against"
     return services.contest_resolve(item=item, actor=actor, outcome=outcome, note=note)
 
 
 def _decide(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
             action: str) -> HttpResponse:
-    form: NoteForm = ResolveForm(request.POST) if action == "resolve" else NoteForm(request.POST)
+    with_outcome = {"resolve": ResolveForm, "contradiction": ContradictionForm}
+    form: NoteForm = with_outcome.get(action, NoteForm)(request.POST)
     item = gov.knowledge_for_curator(principal=principal, knowledge_id=knowledge_id)
     fallback = _queue_url(_queue_filters(request))
     error = "" if form.is_valid() else errors_in_words(form)
     status = 400
     decided = None
     if not error:
-        if action == "resolve":
-            action = "resolve_" + form.cleaned_data["outcome"]
+        if action in with_outcome:
+            action = f"{action}_{form.cleaned_data['outcome']}"
         try:
             decided = _apply_decision(action, item, principal.peer, form.cleaned_data["note"])
         except (ApplicationError, TransitionError) as exc:
@@ -377,8 +404,8 @@ def _decide(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
         if not is_partial(request):
             return _redirect_with(request, messages.ERROR, f"\u201c{item.statement}\u201d: "
                                                            f"{error}", fallback)
-        [row] = _queue_rows([gov.knowledge_for_curator(principal=principal,
-                                                       knowledge_id=knowledge_id)])
+        [row] = _queue_rows(principal, [gov.knowledge_for_curator(
+            principal=principal, knowledge_id=knowledge_id)])
         return _actions_response(request, principal, "console/partials/queue_item_response.html",
                                  {"row": row, "error": error},
                                  flash=[{"level": "error", "text": error}],
@@ -416,6 +443,13 @@ def queue_reject(request: HttpRequest, principal: Principal,
 def queue_resolve(request: HttpRequest, principal: Principal,
                   knowledge_id: uuid.UUID) -> HttpResponse:
     return _decide(request, principal, knowledge_id, "resolve")
+
+
+@require_POST
+@console_view(curator=True)
+def queue_contradiction(request: HttpRequest, principal: Principal,
+                        knowledge_id: uuid.UUID) -> HttpResponse:
+    return _decide(request, principal, knowledge_id, "contradiction")
 
 
 @require_POST
@@ -481,6 +515,7 @@ class MeRow:
     can_confirm: bool
     can_contest: bool
     can_redact: bool
+    can_correct: bool
 
 
 def _me_rows(items: list[Knowledge]) -> list[MeRow]:
@@ -488,7 +523,8 @@ def _me_rows(items: list[Knowledge]) -> list[MeRow]:
     return [MeRow(item=k, sources=sources.get(k.pk, []),
                   can_confirm=k.state in services.CONFIRMABLE,
                   can_contest=k.state in lifecycle.CURRENT,
-                  can_redact=lifecycle.is_allowed(k.state, lifecycle.REDACTED))
+                  can_redact=lifecycle.is_allowed(k.state, lifecycle.REDACTED),
+                  can_correct=k.state in services.CORRECTABLE)
             for k in items]
 
 
@@ -601,6 +637,55 @@ def me_redact(request: HttpRequest, principal: Principal,
     return _self_govern(request, principal, knowledge_id, "redact")
 
 
+@require_POST
+@console_view()
+def me_correct(request: HttpRequest, principal: Principal,
+               knowledge_id: uuid.UUID) -> HttpResponse:
+    """My statement is outdated; this is what is true now (knowledge_correct). The HTMX
+    answer replaces my row with the new statement followed by the superseded one."""
+    item = gov.knowledge_for_subject(principal=principal, knowledge_id=knowledge_id)
+    form = CorrectForm(request.POST)
+    fallback = reverse("console:me")
+    error = "" if form.is_valid() else errors_in_words(form)
+    status = 400
+    statement = form.cleaned_data.get("statement", "") if not error else ""
+    reason = form.cleaned_data.get("reason", "") if not error else ""
+    new = None
+    if not error:
+        try:
+            new = services.knowledge_correct(item=item, actor=principal.peer,
+                                             statement=statement, reason=reason)
+        except (ApplicationError, TransitionError) as exc:
+            if isinstance(exc, NotFound):
+                raise
+            status, error = _message_of(exc)
+    if error:
+        if not is_partial(request):
+            return _redirect_with(request, messages.ERROR, error, fallback)
+        [row] = _me_rows([gov.knowledge_for_subject(principal=principal,
+                                                    knowledge_id=knowledge_id)])
+        return _actions_response(request, principal, "console/partials/me_item_response.html",
+                                 {"row": row, "correct_error": error, "statement": statement,
+                                  "correct_reason": reason},
+                                 flash=[{"level": "error", "text": error}],
+                                 event="me-error", detail={"id": str(knowledge_id)},
+                                 status=status)
+    assert new is not None
+    text = ("Corrected: the new statement is in use and the old one is kept as superseded "
+            "history.")
+    if not is_partial(request):
+        return _redirect_with(request, messages.SUCCESS, text, fallback)
+    new_row, old_row = _me_rows([
+        gov.knowledge_for_subject(principal=principal, knowledge_id=new.pk),
+        gov.knowledge_for_subject(principal=principal, knowledge_id=knowledge_id)])
+    return _actions_response(request, principal, "console/partials/me_item_response.html",
+                             {"row": new_row, "done": text, "replaced_row": old_row},
+                             flash=[{"level": "success", "text": text}],
+                             event="me-changed",
+                             detail={"id": str(knowledge_id), "action": "correct",
+                                     "state": lifecycle.SUPERSEDED, "new": str(new.pk)})
+
+
 _ANSWERED = {
     "yes": "Thank you: the statement is confirmed.",
     "no": "Thank you: the statement is withdrawn.",
@@ -669,9 +754,13 @@ def scope_browser(request: HttpRequest, principal: Principal, path: str = "") ->
                                          states=states, page=form.cleaned_data["page"] or 1)
     base_query = {k: v for k, v in (("q", query),) if v}
     filter_query = urlencode([*base_query.items(), *(("state", s) for s in states)])
+    # Curators may tick statements to merge (knowledge_merge; one subject, one scope).
+    mergeable = {k.pk for k in listing.object_list
+                 if views_sel.curator_may_correct(principal=principal, item=k)}
     context = {
         "scope": scope, "form": form, "query": query, "states": states, "search": search,
-        "listing": listing, "filter_query": filter_query,
+        "listing": listing, "filter_query": filter_query, "mergeable": mergeable,
+        "here": request.get_full_path(),
         "all_states": list(lifecycle.STATES),
         "scopes": views_sel.scopes_for(principal=principal),
     }
@@ -680,18 +769,100 @@ def scope_browser(request: HttpRequest, principal: Principal, path: str = "") ->
     return _page(request, principal, "console/scope.html", context)
 
 
-@require_GET
-@console_view()
-def knowledge_detail(request: HttpRequest, principal: Principal,
-                     knowledge_id: uuid.UUID) -> HttpResponse:
+def _detail_page(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
+                 *, status: int = 200, **extra: Any) -> HttpResponse:
     reader = reader_for(principal=principal)
     item = views_sel.knowledge_for_viewer(principal=principal, reader=reader,
                                           knowledge_id=knowledge_id)
     context = {"item": item, "subject": _subject_label(item),
                "is_subject": item.subject_peer_id == principal.peer.id,
-               "in_queue": principal.is_curator and item.state in gov.QUEUE_STATES,
-               **views_sel.lineage(principal=principal, reader=reader, item=item)}
-    return _page(request, principal, "console/knowledge.html", context)
+               "in_queue": principal.is_curator and (
+                   item.state in gov.QUEUE_STATES
+                   or Validation.objects.filter(knowledge_id=item.pk,
+                                                kind=Validation.Kind.CONTRADICTION,
+                                                status=Validation.Status.OPEN).exists()),
+               "may_edit": views_sel.curator_may_correct(principal=principal, item=item),
+               **views_sel.lineage(principal=principal, reader=reader, item=item), **extra}
+    return _page(request, principal, "console/knowledge.html", context, status=status)
+
+
+@require_GET
+@console_view()
+def knowledge_detail(request: HttpRequest, principal: Principal,
+                     knowledge_id: uuid.UUID) -> HttpResponse:
+    return _detail_page(request, principal, knowledge_id)
+
+
+def _to_statement(request: HttpRequest, item: Knowledge, text: str) -> HttpResponse:
+    """After a correction: the new statement's page, with the outcome as a flash."""
+    messages.success(request, text)
+    url = reverse("console:knowledge", args=[item.pk])
+    if is_partial(request):
+        return HttpResponseClientRedirect(url)
+    return HttpResponseRedirect(url, status=303)
+
+
+@require_POST
+@console_view(curator=True, denied="Only curators may edit a statement. If it is about "
+                                   "you, correct it on \u201cAbout me\u201d instead.")
+def knowledge_edit(request: HttpRequest, principal: Principal,
+                   knowledge_id: uuid.UUID) -> HttpResponse:
+    """A curator corrects a statement (knowledge_edit): a new active row with the old
+    provenance supersedes it. A refusal re-renders the page with the text kept."""
+    item = gov.knowledge_for_curator(principal=principal, knowledge_id=knowledge_id)
+    form = EditForm(request.POST)
+    error = "" if form.is_valid() else errors_in_words(form)
+    status = 400
+    new = None
+    if not error:
+        try:
+            new = services.knowledge_edit(item=item, actor=principal.peer,
+                                          statement=form.cleaned_data["statement"],
+                                          note=form.cleaned_data["note"])
+        except (ApplicationError, TransitionError) as exc:
+            if isinstance(exc, NotFound):
+                raise
+            status, error = _message_of(exc)
+    if error:
+        return _detail_page(request, principal, knowledge_id, status=status, edit_error=error,
+                            edit_statement=request.POST.get("statement", ""),
+                            edit_note=request.POST.get("note", ""))
+    assert new is not None
+    return _to_statement(request, new, "Edited: the corrected statement is active and the "
+                                       "old one is kept as superseded history.")
+
+
+@require_POST
+@console_view(curator=True, denied="Only curators may merge statements.")
+def knowledge_merge(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """Two steps, like the queue's bulk form: the selected statements come back with the
+    merged text to confirm, then `confirmed=yes` merges them (knowledge_merge)."""
+    form = MergeForm(request.POST)
+    fallback = _safe_next(request, reverse("console:scope-root"))
+    if not form.is_valid():
+        text = errors_in_words(form)
+        if is_partial(request):
+            return _error(request, principal, 400, text)
+        return _redirect_with(request, messages.ERROR, text, fallback)
+    items = [gov.knowledge_for_curator(principal=principal, knowledge_id=knowledge_id)
+             for knowledge_id in form.cleaned_data["ids"]]
+    context = {"items": items, "subject": _subject_label(items[0]),
+               "statement": form.cleaned_data["statement"] or items[0].statement,
+               "note": form.cleaned_data["note"], "next": fallback}
+    if form.cleaned_data.get("confirmed") != "yes":
+        return _page(request, principal, "console/merge_confirm.html", context)
+    try:
+        new = services.knowledge_merge(items=items, actor=principal.peer,
+                                       statement=form.cleaned_data["statement"] or None,
+                                       note=form.cleaned_data["note"])
+    except (ApplicationError, TransitionError) as exc:
+        if isinstance(exc, NotFound):
+            raise
+        status, error = _message_of(exc)
+        return _page(request, principal, "console/merge_confirm.html",
+                     {**context, "error": error}, status=status)
+    return _to_statement(request, new, f"Merged {len(items)} statements into one; the "
+                                       f"originals are kept as superseded history.")
 
 
 # --- audit ------------------------------------------------------------------------------

@@ -80,3 +80,20 @@ def client_for(peer: Peer | None, **kw: Any) -> Client:
 def reread(w: Any, item: Knowledge) -> Knowledge:
     rebind_account_for_tests(w.account.id)
     return Knowledge.objects.get(pk=item.pk)
+
+
+def contradicted(w: Any, statement: str, newer: Knowledge) -> Knowledge:
+    """A current statement about `newer`'s subject, contradicted by `newer` (someone else's
+    claim): a contradicts relation and an open contradiction review, as
+    governance.intake.supersession.settle_update leaves them."""
+    from governance.models import Validation
+    from knowledge.models import Relation
+
+    old = active(w, statement, subject=newer.subject_peer)
+    Relation.objects.create(account_id=w.account.id, source=newer, target=old,
+                            type=Relation.Type.CONTRADICTS, confidence=0.9)
+    Validation.objects.create(account_id=w.account.id, knowledge=old,
+                              kind=Validation.Kind.CONTRADICTION,
+                              reason="f4_update_contradicted", target_scope=old.scope,
+                              note=f"contradicted by {newer.pk}")
+    return old

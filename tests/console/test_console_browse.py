@@ -121,7 +121,7 @@ def test_who_may_open_an_item(alice, bob, carol, corpus):
     r = carol.get(f"/console/knowledge/{held_id}/")
     assert r.status_code == 200 and "Decide in the curator queue" in r.content.decode()
     r = alice.get(f"/console/knowledge/{prov}/")
-    assert "Confirm, contest or redact" in r.content.decode()
+    assert "Confirm, contest, correct or redact" in r.content.decode()
 
 
 def test_an_outsider_gets_404_for_another_accounts_item(corpus, mallory):

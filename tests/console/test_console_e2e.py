@@ -225,3 +225,46 @@ def test_subject_redacts_a_fact_about_themself(page: Any, live_server: Any,
     row.locator("a.badge").click()
     page.wait_for_url("**/console/lifecycle/#redacted")
     assert page.locator("tr#redacted").is_visible()
+
+
+def test_curator_edits_a_statement_and_the_item_page_shows_the_chain(
+        page: Any, live_server: Any, committed_world: Any, shots: Any) -> None:
+    w = committed_world
+    old_text = "The social team posts product videos every Tuesday."
+    new_text = "The social team posts product videos every Wednesday."
+    with account_context(w.account.id):
+        item = active(w, old_text, excerpt="scribe: videos go out on Tuesdays")
+
+    _sign_in(page, live_server, "carol", "carol-pass-123")
+    page.goto(f"{live_server.url}/console/knowledge/{item.pk}/")
+    page.wait_for_selector("#edit-title")
+    page.get_by_label("Corrected statement").fill(new_text)
+    page.get_by_label("Note for the record").fill("Moved to Wednesdays in March")
+    page.get_by_role("button", name="Save the correction").click()
+    page.wait_for_url(lambda url: "/console/knowledge/" in url and str(item.pk) not in url)
+
+    # The new statement's page: the outcome, then the chain back to the old one.
+    assert page.locator("#item-title").inner_text() == new_text
+    assert "Edited: the corrected statement is active" in page.locator("#flash").inner_text()
+    older = page.locator("#supersedes")
+    assert old_text in older.inner_text() and "f4_curator_edit" in older.inner_text()
+    assert older.locator("a.badge").first.get_attribute("href") == (
+        "/console/lifecycle/#superseded")
+    assert "scribe: videos go out on Tuesdays" in page.locator("table.list").first.inner_text()
+    history = page.locator("table.history").inner_text()
+    assert "f4_curator_edited" in history and "Carol" in history
+    with account_context(w.account.id):
+        new = Knowledge.objects.get(supersedes_id=item.pk)
+        old = Knowledge.objects.get(pk=item.pk)
+        assert (new.statement, new.state) == (new_text, "active")
+        assert (old.state, old.state_reason) == ("superseded", "f4_curator_edit")
+    assert page.url.endswith(f"/console/knowledge/{new.pk}/")
+    shots(page, "item-chain")
+
+    # Walking the chain the other way: the old page names its replacement and offers no
+    # edit form (superseded rows are history).
+    older.get_by_role("link", name=old_text).click()
+    page.wait_for_url(f"**/console/knowledge/{item.pk}/")
+    newer = page.locator("#superseded-by")
+    assert new_text in newer.inner_text() and "f4_curator_edited" in newer.inner_text()
+    assert page.locator("#edit-title").count() == 0
