@@ -163,3 +163,17 @@ def test_a_humans_credential_cannot_be_given_a_grant(committed_world: Any) -> No
     with account_context(w.account.id), pytest.raises(ApplicationError) as err:
         services.credential_create(account_id=w.account.id, peer=w.subject, act_for_all=True)
     assert err.value.code == "act_for_human"
+
+
+def test_operators_mint_keys_with_a_grant(committed_world: Any) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("create_api_key", "acme", "--peer", "scribe", "--act-for", "peers",
+                 "--act-for-peer", "alice", stdout=out)
+    assert "act for: alice" in out.getvalue()
+    out = StringIO()
+    call_command("create_api_key", "acme", "--peerless", stdout=out)
+    assert "act for: none" in out.getvalue()

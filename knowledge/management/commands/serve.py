@@ -1,42 +1,62 @@
 """`manage.py serve`: migrate, make sure the demo Account exists, run the server.
 
-First start: the demo Account, its agent and its curator are created; the curator gets a
-random password and the agent an API key (acting for every demo peer), both printed once
-and never stored in plain text. Later starts reuse them and say so: the key printed the
-first time keeps working (`--rotate-key` revokes it and prints a new one), and the
-curator's password is changed with `manage.py changepassword demo-curator`.
+Secrets are never constants: the demo curator gets a random password, printed once when
+it is created; the demo agent's key is minted (and printed) once and then kept, because
+its secret is stored only as a hash and cannot be shown again; `--rotate-key` revokes it
+and prints a new one.
+
+Served mode also does the background work a single machine has no separate worker for
+(`start_background_work`): with Celery in eager mode (no Redis), tasks would run inside
+the web request that enqueued them, so the command points Celery at an in-process memory
+broker and consumes it with one worker thread; and a sweeper thread re-enqueues messages
+whose extraction never happened (a crash or a database outage after the 202).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
 
 from knowledge import services
 from knowledge.models import Account, Credential, Peer
 from memhouse.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
 
+log = logging.getLogger(__name__)
+
 DEMO_SLUG = "demo"
+DEMO_CURATOR = "demo-curator"
 DEMO_KEY_NAME = "demo key"
+# Seconds between sweeps for messages accepted but never extracted.
+SWEEP_EVERY_SECONDS = 180.0
 
 
 @dataclass
 class DemoSetup:
     account: Account
-    key: str | None  # the plaintext key when minted now; None when an earlier one is reused
+    key: str | None  # the plaintext key when minted now, else None
     key_prefix: str
-    password: str | None  # the curator's password when created now
+    key_rotated: bool = False
+    curator_password: str | None = None  # only on the start that created the curator
+    notes: list[str] = field(default_factory=list)
 
 
 def ensure_demo_account(*, rotate_key: bool = False) -> DemoSetup:
-    """The demo Account with an agent and a human curator (random password, shown once),
-    and the agent's API key: reused when one is live, minted when there is none or when
-    asked to rotate (the old one is then revoked)."""
+    """The demo Account with an agent and a human curator, and the agent's demo key.
+
+    The key is reused across starts (its secret is unknown after the first); with
+    `rotate_key` the existing demo keys are revoked and a new one is minted. The demo
+    agent relays conversations (the README's examples ingest and read for the demo
+    peers), so its key holds the act-for grant `all`."""
     password = None
     with transaction.atomic(), narrow_lookup(ACCOUNT_SCAN_SETTING, "on"):
         account = Account.objects.filter(slug=DEMO_SLUG).first()
@@ -47,31 +67,149 @@ def ensure_demo_account(*, rotate_key: bool = False) -> DemoSetup:
             services.scope_ensure(account_id=account.id, path="/demo")
             services.peer_create(account_id=account.id, key="demo-agent", kind="agent",
                                  display_name="Demo agent")
-            services.peer_create(account_id=account.id, key="demo-curator", kind="human",
+            services.peer_create(account_id=account.id, key=DEMO_CURATOR, kind="human",
                                  display_name="Demo curator", password=password,
                                  is_curator=True, is_admin=True)
     with account_context(account.id):
         agent = Peer.objects.get(key="demo-agent")
-        live = Credential.objects.filter(peer=agent, name=DEMO_KEY_NAME,
-                                         revoked_at__isnull=True).order_by("-created_at")
-        current = live.first()
-        if current is not None and not rotate_key:
-            return DemoSetup(account, None, current.prefix, password)
-        for old in live:
-            services.credential_revoke(credential=old, actor="system:serve")
+        now = timezone.now()
+        live = [c for c in Credential.objects.filter(peer=agent, name=DEMO_KEY_NAME,
+                                                     revoked_at__isnull=True).order_by("created_at")
+                if c.expires_at is None or c.expires_at > now]
+        if live and not rotate_key:
+            return DemoSetup(account=account, key=None, key_prefix=live[-1].prefix,
+                             curator_password=password)
+        for cred in live:
+            services.credential_revoke(credential=cred, actor="system:serve")
         cred, key = services.credential_create(account_id=account.id, peer=agent,
                                                name=DEMO_KEY_NAME, act_for_all=True)
-    return DemoSetup(account, key, cred.prefix, password)
+    return DemoSetup(account=account, key=key, key_prefix=cred.prefix,
+                     key_rotated=bool(live), curator_password=password)
+
+
+# --- background work in served mode -----------------------------------------------------
+
+def sweep_unprocessed() -> int:
+    """One sweep for accepted but unextracted messages. The one import to re-point if the
+    sweeper task moves (it is called as a function here, not sent to a queue)."""
+    from governance.tasks import sweep_unprocessed as sweep
+
+    return int(sweep())
+
+
+@dataclass
+class BackgroundWork:
+    """What `start_background_work` started; `stop()` ends it and restores Celery."""
+
+    stop_event: threading.Event
+    threads: list[threading.Thread]
+    restore: list[Callable[[], None]]
+    worker: Any = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_event.set()
+        if self.worker is not None:
+            self.worker.stop(in_sighandler=False)
+        for thread in self.threads:
+            thread.join(timeout)
+        for undo in reversed(self.restore):
+            undo()
+
+
+def _reset_producer_pool(app: Any) -> None:
+    # A pool opened for the previous broker must not be reused for the new one.
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
+
+
+def _start_inprocess_worker(app: Any, work: BackgroundWork) -> None:
+    """Eager mode runs every task inside the request that enqueued it (extraction of a
+    20,000-character message takes seconds of a web thread). Instead: a kombu memory
+    broker in this process and one Celery worker thread (solo pool) consuming it. Tasks
+    queued in memory are lost if the process dies; the sweeper below finds those
+    messages again, as it does for a lost Redis dispatch."""
+    from celery.worker import WorkController
+
+    previous = {"task_always_eager": app.conf.task_always_eager,
+                "broker_url": app.conf.broker_url}
+    app.conf.task_always_eager = False
+    app.conf.broker_url = "memory://"
+    _reset_producer_pool(app)
+
+    def restore() -> None:
+        app.conf.update(previous)
+        _reset_producer_pool(app)
+
+    work.restore.append(restore)
+    started = threading.Event()
+
+    class _Worker(WorkController):  # type: ignore[misc]
+        def on_consumer_ready(self, consumer: Any) -> None:
+            started.set()
+
+    app.finalize()
+    worker = _Worker(app=app, concurrency=1, pool="solo", hostname="serve@memhouse",
+                     without_heartbeat=True, without_mingle=True, without_gossip=True,
+                     ready_callback=None, loglevel="WARNING")
+
+    def run() -> None:
+        try:
+            worker.start()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, name="memhouse-worker", daemon=True)
+    thread.start()
+    if not started.wait(30):
+        log.warning("the in-process worker did not report ready within 30 s")
+    work.worker = worker
+    work.threads.append(thread)
+
+
+def _start_sweeper(work: BackgroundWork, every: float) -> None:
+    def run() -> None:
+        while not work.stop_event.wait(every):
+            try:
+                queued = sweep_unprocessed()
+                if queued:
+                    log.info("sweeper re-enqueued %d unextracted messages", queued)
+            except Exception:  # a database outage must not end the loop
+                log.warning("sweep for unprocessed messages failed", exc_info=True)
+            finally:
+                close_old_connections()
+                connection.close()
+
+    thread = threading.Thread(target=run, name="memhouse-sweeper", daemon=True)
+    thread.start()
+    work.threads.append(thread)
+
+
+def start_background_work(*, sweep_every: float = SWEEP_EVERY_SECONDS) -> BackgroundWork:
+    """Start served mode's background threads: the in-process worker when Celery is in
+    eager mode (with a broker configured, the deployment runs real workers) and the
+    periodic sweeper in either case (harmless next to beat's: re-enqueued work is
+    idempotent)."""
+    from memhouse.celery import app
+
+    work = BackgroundWork(stop_event=threading.Event(), threads=[], restore=[])
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        _start_inprocess_worker(app, work)
+    _start_sweeper(work, sweep_every)
+    return work
 
 
 class Command(BaseCommand):
-    help = "Migrate, make sure the demo Account exists, print an API key and run the server."
+    help = "Migrate, make sure the demo Account exists, print its credentials and run the server."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
         parser.add_argument("--no-run", action="store_true", help="set up and print, then exit")
         parser.add_argument("--rotate-key", action="store_true",
-                            help="revoke the demo agent's API key and print a new one")
+                            help="revoke the demo agent's key and print a new one")
+        parser.add_argument("--sweep-every", type=float, default=SWEEP_EVERY_SECONDS,
+                            help="seconds between sweeps for unextracted messages")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django.core.exceptions import ImproperlyConfigured
@@ -87,24 +225,30 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         demo = ensure_demo_account(rotate_key=options["rotate_key"])
         base = f"http://{options['addrport']}"
-        self.stdout.write(self.style.SUCCESS("MemHouse is ready."))
-        self.stdout.write(f"  Account:        {demo.account.slug} ({demo.account.id})")
-        if demo.key:
-            self.stdout.write(f"  API key:        {demo.key}   (agent peer 'demo-agent'; "
-                              "shown once, keep it)")
-            key_for_curl = demo.key
+        out = self.stdout.write
+        out(self.style.SUCCESS("MemHouse is ready."))
+        out(f"  Account:        {demo.account.slug} ({demo.account.id})")
+        if demo.key is not None:
+            how = ("rotated: the previous demo key is revoked" if demo.key_rotated
+                   else "new; shown only now")
+            out(f"  API key:        {demo.key}   (agent peer 'demo-agent'; {how})")
+            out(f"  Try:            curl -H 'Authorization: Bearer {demo.key}' {base}/api/v1/me")
         else:
-            self.stdout.write(f"  API key:        reused: the key mh_{demo.key_prefix}_... "
-                              "printed on first start still works (--rotate-key for a new one)")
-            key_for_curl = "$KEY"
-        if demo.password:
-            self.stdout.write(f"  Console:        {base}/console/  (demo-curator / "
-                              f"{demo.password}; shown once)")
+            out(f"  API key:        mh_{demo.key_prefix}_...   (kept from an earlier start; "
+                "its secret was shown then. `serve --rotate-key` revokes it and prints a "
+                "new one)")
+        if demo.curator_password is not None:
+            out(f"  Console:        {base}/console/  ({DEMO_CURATOR} / {demo.curator_password}"
+                "   shown only now)")
         else:
-            self.stdout.write(f"  Console:        {base}/console/  (demo-curator; password "
-                              "printed on first start, `manage.py changepassword "
-                              "demo-curator` sets a new one)")
-        self.stdout.write(
-            f"  Try:            curl -H 'Authorization: Bearer {key_for_curl}' {base}/api/v1/me")
+            out(f"  Console:        {base}/console/  ({DEMO_CURATOR}; password shown when "
+                f"it was created; reset with `manage.py changepassword {DEMO_CURATOR}`)")
         if not options["no_run"]:
-            call_command("runserver", options["addrport"], use_reloader=False)
+            work = start_background_work(sweep_every=options["sweep_every"])
+            mode = ("in-process worker thread" if settings.CELERY_TASK_ALWAYS_EAGER
+                    else "the configured Celery workers")
+            out(f"  Background:     {mode}; sweeper every {options['sweep_every']:.0f}s")
+            try:
+                call_command("runserver", options["addrport"], use_reloader=False)
+            finally:
+                work.stop()
