@@ -316,3 +316,60 @@ def test_consolidation_tie_keeps_the_older_statement(world):
     older.refresh_from_db()
     newer.refresh_from_db()
     assert (older.state, newer.state) == ("active", "superseded")
+
+
+# --- the same rows reached from real ingest (the pipeline and the belief-time policy) ----
+
+def _ingest(world, *texts: str, at=None, speaker=None) -> None:
+    from django.test import TestCase
+
+    from knowledge.ingest.services import IncomingMessage, messages_ingest
+
+    at = at or timezone.now()
+    principal = Principal(account_id=world.account.id, peer=world.agent, via="api_key",
+                          act_for_all=True)
+    # The pipeline is enqueued on commit: run those callbacks as a commit would.
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        messages_ingest(principal=principal, scope_path="/marketing/social", messages=[
+            IncomingMessage(text=t, occurred_at=at + timedelta(seconds=i),
+                            peer_key=(speaker or world.subject).key)
+            for i, t in enumerate(texts)])
+
+
+def test_update_supersedes_from_real_ingest(world):
+    """An update from the subject: the older row superseded (f4_updated_by_source) in the
+    transaction that placed the newer one, `supersedes` set, a supersedes relation."""
+    now = timezone.now()
+    _ingest(world, "I live in Denver.", at=now - timedelta(days=9))
+    _ingest(world, "I moved to Austin.", at=now - timedelta(days=1))
+    old = Knowledge.objects.get(statement__contains="Denver")
+    new = Knowledge.objects.get(statement__contains="Austin")
+    assert (old.state, old.state_reason, new.supersedes_id) == (
+        "superseded", "f4_updated_by_source", old.pk)
+    assert Relation.objects.filter(source=new, target=old, type="supersedes").exists()
+
+
+def test_revalidation_then_stale_from_real_ingest(world):
+    """The policy stamps revalidate_after at proposal; the worker asks the subject; the
+    unanswered question decays the row to stale."""
+    _ingest(world, "I prefer aisle seats.")
+    item = Knowledge.objects.get(statement__contains="aisle")
+    assert item.revalidate_after is not None
+    workers.revalidate_due(world.account.id, now=item.revalidate_after + timedelta(minutes=1))
+    item.refresh_from_db()
+    assert (item.state, item.state_reason) == ("needs_revalidation", "f4_revalidation_due")
+    question = PeerQuestion.objects.get(knowledge=item, status="open")
+    workers.decay_unanswered_questions(world.account.id,
+                                       now=question.deadline + timedelta(minutes=1))
+    item.refresh_from_db()
+    assert (item.state, item.state_reason) == ("stale", "f4_revalidation_confidence_decay")
+
+
+def test_expiry_from_real_ingest(world):
+    """A scheduled claim whose window was open when said expires at its end + grace."""
+    _ingest(world, "I have a flight to Berlin tomorrow.")
+    item = Knowledge.objects.get(statement__contains="Berlin")
+    assert item.expires_at is not None
+    assert workers.expire_due(world.account.id, now=item.expires_at + timedelta(minutes=1)) == 1
+    item.refresh_from_db()
+    assert (item.state, item.state_reason) == ("expired", "f4_expiry_due")
