@@ -208,6 +208,14 @@ def _decode(model: type[models.Model], row: dict[str, Any]) -> models.Model:
     values: dict[str, Any] = {}
     for f in _columns(model):
         if f.attname not in row:
+            # An archive from before a column was added: its default, when it has one
+            # (e.g. a credential's act-for grant); a column that needs a value is an error.
+            if f.has_default():
+                values[f.attname] = f.get_default()
+                continue
+            if f.null:
+                values[f.attname] = None
+                continue
             raise ArchiveError(f"{model.__name__} row lacks column {f.attname}")
         raw = row[f.attname]
         values[f.attname] = None if raw is None else f.to_python(raw)

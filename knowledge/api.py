@@ -50,10 +50,6 @@ class AuthTokenApi(APIView):
             # Returned, not raised: the request's transaction commits, and with it the
             # failed attempt django-axes recorded (a rollback would forget it).
             return error_response("invalid_login", "unknown username or wrong password", 401)
-        if conf.AXES_ENABLED and conf.AXES_RESET_ON_SUCCESS:
-            from axes.utils import reset_request
-
-            reset_request(request._request)  # as a console sign-in does (no login() here)
         cred, key = services.token_issue(peer=principal.peer)
         return Response({"token": key, "prefix": cred.prefix,
                          "expires_at": cred.expires_at, "peer_key": principal.peer.key},

@@ -55,7 +55,7 @@ MIDDLEWARE = [
 # Sign-in throttling (django-axes) on POST /api/v1/auth/token and the console login:
 # after MEMHOUSE_LOGIN_FAILURE_LIMIT failures for one username, or from one address, both
 # are refused for MEMHOUSE_LOGIN_COOLOFF_MINUTES (429 `too_many_login_attempts` with
-# Retry-After on the API). A success resets the username's count.
+# Retry-After on the API).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -64,7 +64,9 @@ AXES_FAILURE_LIMIT = env_int("MEMHOUSE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_MINUTES = env_int("MEMHOUSE_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
 AXES_COOLOFF_TIME = AXES_COOLOFF_MINUTES / 60  # hours
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
-AXES_RESET_ON_SUCCESS = True
+# Not reset on success: axes would clear the address's failures for every username, so
+# one valid account would let an attacker keep guessing others; failures age out instead.
+AXES_RESET_ON_SUCCESS = False
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_LOCKOUT_CALLABLE = "memhouse.authentication.lockout_response"

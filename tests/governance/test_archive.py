@@ -418,3 +418,14 @@ def test_a_corrupt_truncated_or_oversized_archive_is_a_clear_error(committed_wor
         call_command("import_account", str(bomb), stdout=io.StringIO())
     with account_context(w.account.id):
         assert not Account.objects.exists()
+
+
+def test_an_archive_from_before_a_column_existed_imports_with_its_default(world):
+    from governance.archive import _columns, _decode
+    from knowledge.models import Credential
+
+    cred = Credential.objects.filter(account=world.account).first()
+    row = {f.attname: getattr(cred, f.attname) for f in _columns(Credential)}
+    del row["act_for_all"], row["act_for"]  # exported before the act-for grant existed
+    decoded = _decode(Credential, row)
+    assert decoded.act_for_all is False and decoded.act_for == []
