@@ -66,6 +66,7 @@ def test_ingest_is_queued_on_redis_and_a_worker_processes_it(live_server, commit
 def test_broker_outage_keeps_messages_and_the_sweeper_resumes_work(live_server,
                                                                     committed_world, broker):
     w = committed_world
+    saved = (app.conf.broker_connection_retry, app.conf.broker_connection_max_retries)
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
     app.conf.broker_connection_retry = False
     app.conf.broker_connection_max_retries = 0
@@ -74,6 +75,8 @@ def test_broker_outage_keeps_messages_and_the_sweeper_resumes_work(live_server,
         r = _ingest(live_server, w, "I started learning the cello.")
     finally:
         app.conf.broker_url = BROKER
+        # Later tests (served mode's in-process worker) need the retry settings back.
+        app.conf.broker_connection_retry, app.conf.broker_connection_max_retries = saved
         reset_pool()
     assert r.status_code == 202  # the committed batch is not failed by the broker
     with account_context(w.account.id):
