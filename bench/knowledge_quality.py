@@ -402,6 +402,8 @@ def server_env(settings_dir: str) -> dict[str, str]:
         "MEMHOUSE_RATE_LIMIT_PER_MINUTE": "0",
         "MEMHOUSE_LLM_BASE_URL": "",       # model-free: rule extractor, model-free ask
         "PYTHONUNBUFFERED": "1",
+        # The server listens on loopback only; the public built-in key is refused otherwise.
+        "MEMHOUSE_ALLOW_INSECURE_LOCAL": "1",
     })
     return env
 

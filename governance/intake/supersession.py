@@ -65,6 +65,10 @@ _STATUS = (r"(?:pending|approved|rejected|denied|accepted|cancel+ed|confirmed|on
            r"|booked|sold|signed|submitted|waitlisted|blocked|unblocked)")
 
 
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 def _frames(*patterns: str) -> list[re.Pattern[str]]:
     return [re.compile(p, _I) for p in patterns]
 
@@ -113,9 +117,11 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         r"\b(?:is|am|are|went|going|gone|became|become|turned|now|eat|eats|eating) "
         r"(?:fully |strictly |mostly |now )?(?:an? )?(?P<v>vegan|vegetarian|pescatarian|keto|paleo"
         r"|gluten-free|dairy-free|plant-based|carnivore)\b",
-        r"\b(?P<v>(?:no longer|stopped|quit|don't|doesn't|not|no more) "
-        r"(?:eat(?:s|ing)? |drink(?:s|ing)? )?(?:meat|fish|dairy|gluten|sugar|pork|beef"
-        r"|alcohol|caffeine|coffee))\b",
+        # Abstaining from one thing is its own attribute: "doesn't drink alcohol" does not
+        # replace "is vegetarian".
+        r"\b(?P<v>(?:no longer|stopped|quit|don't|doesn't|not|no more)) "
+        r"(?:eat(?:s|ing)? |drink(?:s|ing)? )?(?P<k>meat|fish|dairy|gluten|sugar|pork|beef"
+        r"|alcohol|caffeine|coffee)\b",
         r"\b(?P<v>omnivore|no dietary restrictions|eats? (?:pretty much |just about )?"
         r"everything)\b"),
     "phone": _frames(r"\b(?:phone|cell|mobile|number)(?: number)?\s*(?:is\b|:) ?(?:now )?"
@@ -264,24 +270,92 @@ _EMPTY_VALUES = frozenset({"it", "this", "that", "them", "there", "here", "home"
 _ABBREVIATION = re.compile(r"\b(Dr|Mr|Mrs|Ms|Mx|Prof|St|Jr|Sr|Mt|Ave|Rd|No)\.", _I)
 
 
-def single_slots(statement: str) -> dict[str, str]:
-    """slot key -> value for the one-value attributes a statement states."""
+# Places and organisations are named: "moved into a bigger apartment" names no new home.
+_PLACE_SLOTS = frozenset({"residence", "where", "office", "employer", "school", "gym", "venue"})
+_INDEFINITE = re.compile(r"^(?:an?|another|some|one) (?!.*(?:\d|(?-i:[A-Z])))", _I)
+
+# Who holds an attribute is what stands before it: "Sam's sister lives in Madrid" is the
+# sister's home, not Sam's; "Helen's manager is Raj" is not Sam's manager.
+_HOLDER_NOISE = _wordset("""the a an that who which now also just still actually currently
+usually officially really and others these days lately recently finally so then said says
+is are was were am be been being has have had got gets get will would can could
+new old current
+job title role position work home phone cell mobile e-mail email number address
+""")  # the last line: words naming the attribute itself, not whose it is
+_PRONOUNS = frozenset({"he", "she", "they", "it", "his", "her", "their", "its", "we", "our"})
+_CLAUSE_CUT = re.compile(r".*(?:[,;:]|\b(?:and|but|so|because|since|while|then|after|before"
+                         r"|when|although|though)\b(?! others\b))\s*", _I | re.S)
+
+
+_OBJECT_HOLDER = re.compile(r"(?:\w+(?:'s|\u2019s) )+\w+")
+
+
+def _holder(prefix: str, names: frozenset[str]) -> tuple[str, ...] | None:
+    """The words naming who holds an attribute, the subject's own names removed: () is
+    the subject, None is someone only a pronoun names (matches anyone)."""
+    text = _CLAUSE_CUT.sub("", prefix.replace("and others", ""))
+    words = [w.lower().removesuffix("'s").removesuffix("\u2019s").rstrip("'\u2019")
+             for w in re.findall(r"[\w'\u2019.-]+", text)]
+    # The holder is the clause's subject: what stands before its verb ("Sam started a new
+    # job at" is Sam's job).
+    for n, word in enumerate(words):
+        if word in _AUX or word in _IRREGULAR_PAST or word in _VERBISH or (
+                word.endswith("ed") and len(word) > 3):
+            words = words[:n]
+            break
+    # `names` holds whole names ("priya nair") and aliases: any of their words is the subject.
+    name_words = {part for name in names for part in name.split()}
+    words = [w for w in words if w and w not in _HOLDER_NOISE and w not in name_words]
+    if words and all(w in _PRONOUNS for w in words):
+        return None
+    return tuple(w for w in words if w not in _PRONOUNS)
+
+
+def same_holder(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
+    if a is None or b is None or a == b:
+        return True
+    # "Sam's sister Ana" and "Ana" hold the same thing.
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return bool(short) and long_[-len(short):] == short
+
+
+def slot_values(statement: str, names: frozenset[str] = frozenset()
+                ) -> dict[str, tuple[str, tuple[str, ...] | None]]:
+    """slot key -> (value, holder) for the one-value attributes a statement states."""
     body = _ABBREVIATION.sub(r"\1", claim_body(statement))
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, tuple[str, ...] | None]] = {}
     for name, frames in SINGLE_SLOTS.items():
         for frame in frames:
             match = frame.search(body)
             if match is None:
                 continue
             groups = match.groupdict()
-            if _norm(groups["v"]).rstrip(".") in _EMPTY_VALUES:
+            value = groups["v"].strip()
+            if _norm(value).rstrip(".") in _EMPTY_VALUES:
                 continue
-            if name == "has" and not _NAMING_VALUE.search(groups["v"].strip()):
+            if name == "has" and not _NAMING_VALUE.search(value):
                 continue
+            if name in _PLACE_SLOTS and _INDEFINITE.match(value):
+                continue
+            # Possessives inside the frame ("Sam's sister's k") belong to the holder too.
+            prefix = body[:match.start()]
+            if groups.get("k") and match.start("k") < match.start("v"):
+                prefix += " " + " ".join(re.findall(r"\w+(?:'s|\u2019s|s')(?=\s)",
+                                                    body[match.start():match.start("k")]))
+            else:
+                # An object that holds it: "transferred Sam's daughter to Westbrook".
+                held = _OBJECT_HOLDER.search(body[match.start():match.start("v")])
+                if held is not None:
+                    prefix = held.group(0)
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
-            found.setdefault(key, _norm(groups["v"]))
+            found.setdefault(key, (_norm(value), _holder(prefix, names)))
             break
     return found
+
+
+def single_slots(statement: str) -> dict[str, str]:
+    """slot key -> value for the one-value attributes a statement states."""
+    return {key: value for key, (value, _) in slot_values(statement).items()}
 
 
 def multi_heads(statement: str) -> set[str]:
@@ -337,12 +411,19 @@ _POLARITY_NOISE = frozenset({"actually", "turns", "out", "anymore", "longer", "r
 def _polarity_flip(new: str, old: str, names: frozenset[str]) -> bool:
     """The same claim with its polarity turned: "Sam is allergic to cats" -> "Turns out
     Sam is not allergic to cats"."""
-    a, b = claim_body(new), claim_body(old)
-    if bool(_NEGATION.search(a)) == bool(_NEGATION.search(b)):
-        return False
-    wa = set(content_words(a, names=names)) - _POLARITY_NOISE
+    b = claim_body(old)
     wb = set(content_words(b, names=names)) - _POLARITY_NOISE
-    return bool(wa) and wa == wb
+    # Clause by clause: "The allergist retested Sam and Sam is not allergic to cats".
+    for a in _CLAUSES.split(claim_body(new)):
+        if bool(_NEGATION.search(a)) == bool(_NEGATION.search(b)):
+            continue
+        wa = set(content_words(a, names=names)) - _POLARITY_NOISE
+        if wa == wb and (len(wa) >= 2 or (bool(wa) and a == claim_body(new))):
+            return True
+    return False
+
+
+_CLAUSES = re.compile(r"[,;]\s+|\s+(?:and|but|so)\s+(?!others\b)", _I)
 
 
 _NUMBER = (r"(?:\d[\d,.:]*|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
@@ -364,11 +445,122 @@ def _count_changed(new: str, old: str) -> bool:
     return [w for w in a if w not in na] == [w for w in b if w not in nb]
 
 
+# Giving something up: whatever current statement names that thing is out of date ("sold
+# the Civic" retires "drives a Honda Civic"; "switched from Vim" retires "uses Vim").
+ABANDON = re.compile(
+    r"\b(?:stopped (?:seeing|using|going to|taking|eating|drinking|playing|working (?:at|for"
+    r"|with)|attending|visiting|dating|banking with)|quit|left|sold|cancel+ed|gave up(?: on)?"
+    r"|dropped|ditched|got rid of|retired from|moved (?:away )?from|moved out of"
+    r"|(?:switched|migrated|changed|converted|moved \w+) (?:\w+ )?(?:away )?from|renamed \w+ from"
+    r"|renamed from|traded in|broke up with|unsubscribed from|instead of|rather than"
+    r"|handed (?:\w+ )?over|last day at|no longer (?:uses?|using|sees?|seeing|goes to|attends?"
+    r"|plays?|works? (?:at|for|with)|banks? with|has|have|owns?|drives?|lives? (?:in|at|with)))"
+    rf" (?P<obj>[\w .&'\u2019-]{{2,50}}?)(?: (?:to|is|was|into)\b|{_END})", _I)
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "prof", "the", "my", "his", "her", "their",
+                     "our", "a", "an", "old", "current", "usual"})
+
+
+def _stem(word: str) -> str:
+    word = word.lower().strip(".'\u2019")
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
+        else word
+
+
+def _names_thing(old: str, thing: str, names: frozenset[str]) -> bool:
+    """`old` mentions `thing` (its head word, or every word of a name)."""
+    words = [w for w in re.findall(r"[\w'\u2019-]+", thing)
+             if w.lower() not in _TITLES and content_words(w, names=names)]
+    if not words:
+        return False
+    have = {_stem(w) for w in re.findall(r"[\w'\u2019-]+", claim_body(old))}
+    proper = [w for w in words if w[:1].isupper()]
+    if proper:  # a name: all of it ("the Harbor Choir last month")
+        return all(_stem(w) in have for w in proper)
+    return _stem(words[-1]) in have or all(_stem(w) in have for w in words)
+
+
+# A change stated by what it changed to: "upgraded to a Pixel 9", "the offsite moved to
+# Boulder", "rent went up to $2,350", "on day shifts now".
+CHANGE_TO = re.compile(
+    r"\b(?:switched|moved|changed|upgraded|downgraded|promoted|raised|cut|lowered|reduced"
+    r"|increased|pushed|slipped|rescheduled|renamed|migrated|transferred|converted|bumped"
+    r"|extended|shortened|postponed|delayed|went (?:up|down)|dropped|brought forward"
+    r"|(?:has |have )?gone (?:up|down))\b[\w$' -]{0,40}? (?:to|until|till|into) "
+    # ...a value, not a verb: "it pushed Jon to take the plunge" is no change of anything.
+    r"(?!(?:keep|take|go|be|do|make|get|see|start|try|help|work|play|fight|find|give|put"
+    r"|think|look|learn|become|stay|pursue|follow|chase|focus|continue|write|share|finish"
+    r"|believe|move on|step|reach|achieve|embrace|explore)\b)", _I)
+# "now", "these days": the claim says what holds from here on. Not the "now" of a story
+# ("and now", "now that", "seven years now") or of this moment ("right now", "for now").
+CURRENT_CUES = re.compile(
+    r"\b(?:instead|these days|lately|from now on|going forward|any ?more|no longer)\b"
+    r"|(?<!\bright )(?<!\bfor )(?<!\bjust )(?<!\bby )(?<!\buntil )(?<!\band )(?<!\bso )"
+    r"(?<!\bbecause )(?<!\bwhile )(?<!\byears )(?<!\bmonths )(?<!\bweeks )(?<!\bdays )"
+    r"(?<!\bages )(?<!\btime )\bnow\b(?:(?=\s*[.!]?\s*$)|(?=\s+(?:\w+s|on|in|at|with"
+    r"|for)\b)(?!\s+(?:that|and then|is the time)\b))", _I)
+# Additions are not replacements: "is now also mentoring", "another", "too".
+ADDITIVE = re.compile(r"\b(?:also|too|as well|another|other|second|additional|in addition"
+                      r"|more than one|both)\b", _I)
+# Words that say what is done, not what it is about, and so cannot tie two claims to one
+# attribute ("moved the meeting" and "moved the appointment" share only the verb).
+_TIME_WORDS_ = _wordset("day days week weeks month months year years time times")
+_VERBISH = _wordset("""switched moved changed upgraded downgraded promoted raised cut lowered
+reduced increased pushed slipped rescheduled renamed migrated transferred converted bumped
+extended shortened postponed delayed went gone dropped brought forward now instead these days
+lately anymore longer going take takes taking took use uses using used get gets got make
+makes made go goes have has had keep keeps kept start started starts stop stopped like likes
+liked love loves want wants need needs see sees saw seeing say says said think thinks feel
+feels usually always often really back""") | _TIME_WORDS_
+CHANGE_MIN_COSINE = 0.55
+ABANDON_MIN_COSINE = 0.35
+
+
+def _heads(text: str, names: frozenset[str]) -> set[str]:
+    return {_stem(w) for w in content_words(claim_body(text), names=names)
+            if w not in _VERBISH and not w.endswith("ed")}
+
+
+_AUX = _wordset("""is are am was were be been being has have had get gets got getting
+used 's 're 'm""")
+_IRREGULAR_PAST = _wordset("""went was were did saw met got bought sold came took made had
+found left told gave ran wrote began brought thought felt kept spent won lost""")
+
+
+def _past_event(statement: str) -> bool:
+    """A finished event ("Sam donated the old car", "Sam started learning"), as opposed
+    to a state ("Sam is based in Toronto", "Sam has been using Vim")."""
+    words = re.findall(r"[\w'\u2019]+", claim_body(statement).lower())
+    for before, word in zip(["", *words], words, strict=False):
+        past = word in _IRREGULAR_PAST or (word.endswith("ed") and len(word) > 4)
+        if past and before not in _AUX:
+            return True
+    return False
+
+
+def _change_shares_attribute(new: str, old: str, names: frozenset[str]) -> bool:
+    """A change-worded claim and a current one about the same thing: they share a word
+    naming the attribute, and each says something the other does not (the values)."""
+    if _past_event(old) or ADDITIVE.search(claim_body(new)):
+        return False
+    a, b = _values(new, names), _values(old, names)
+    return bool(_heads(new, names) & _heads(old, names)) and bool(a - b) and bool(b - a)
+
+
+def _values(text: str, names: frozenset[str]) -> set[str]:
+    """What a claim says, numbers included ("$25k", "10pm")."""
+    body = claim_body(text)
+    words = {_stem(w) for w in content_words(body, names=names)
+             if w not in _VERBISH - _TIME_WORDS_ and not w.endswith("ed")}
+    return words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)}
+
+
 def is_candidate(statement: str) -> bool:
     """Could this claim update anything at all? (Most claims cannot: no query then.)"""
     body = claim_body(statement)
     return (bool(single_slots(statement)) or bool(multi_heads(statement))
             or bool(STRONG_CUES.search(body)) or bool(_NEGATION.search(body))
+            or bool(ABANDON.search(body)) or bool(CHANGE_TO.search(body))
+            or bool(CURRENT_CUES.search(body))
             or bool(re.search(rf"\b{_NUMBER}\b", body, _I)))
 
 
@@ -376,7 +568,7 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
                 ) -> tuple[int, str, float, bool] | None:
     """Pure part of the rule: which of `olds` (same subject, current) `statement` updates,
     as (index, slot, cosine, cue), or None."""
-    single = single_slots(statement)
+    single = slot_values(statement, names)
     heads = multi_heads(statement)
     body = claim_body(statement)
     new_cue = bool(SCHEDULE_CUES.search(body))
@@ -387,12 +579,20 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
             return index, "polarity", 1.0, True
         if _count_changed(statement, old):
             return index, "count", 1.0, True
-    if not single and not heads and not strong:
+    # "won't quit", "never left": not giving anything up.
+    abandoned = [m.group("obj") for m in ABANDON.finditer(body)
+                 if not _NEGATION.search(body[max(0, m.start() - 12):m.start()])]
+    changes = bool(CHANGE_TO.search(body) or CURRENT_CUES.search(body))
+    if not single and not heads and not strong and not abandoned and not changes:
         return None
     loose: list[int] = []
+    given_up: list[int] = []
+    changed: list[int] = []
     for index, old in enumerate(olds):
-        old_single = single_slots(old)
-        same = [k for k in single if k in old_single and _differs(single[k], old_single[k])]
+        old_single = slot_values(old, names)
+        same = [k for k in single if k in old_single
+                and _differs(single[k][0], old_single[k][0])
+                and same_holder(single[k][1], old_single[k][1])]
         if same:
             shared.append((index, same[0], True))
             continue
@@ -402,16 +602,26 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
             claim_body(old)) else set()
         if common and _says_more(statement, old, names):
             shared.append((index, sorted(common)[0], False))
+        elif abandoned and not ABANDON.search(claim_body(old)) and any(
+                _names_thing(old, thing, names) for thing in abandoned):
+            given_up.append(index)
+        elif changes and index < STRONG_CUE_RECENT and _change_shares_attribute(
+                statement, old, names):
+            changed.append(index)
         elif strong and index < STRONG_CUE_RECENT and _says_more(statement, old, names):
             loose.append(index)
-    if not shared and not loose:
+    if not shared and not loose and not given_up and not changed:
         return None
-    pairs = [*shared, *((index, "cue", False) for index in loose)]
+    pairs = [*shared, *((index, "cue", False) for index in loose),
+             *((index, "abandoned", False) for index in given_up),
+             *((index, "change", False) for index in changed)]
     scores = cosines(statement, [olds[index] for index, _, _ in pairs])
     cue = has_update_cue(statement)
     best: tuple[int, str, float, bool] | None = None
     for (index, slot, is_single), cos in zip(pairs, scores, strict=True):
         floor = (STRONG_CUE_MIN_COSINE if slot == "cue" else
+                 ABANDON_MIN_COSINE if slot == "abandoned" else
+                 CHANGE_MIN_COSINE if slot == "change" else
                  SINGLE_MIN_COSINE if is_single else MULTI_MIN_COSINE)
         if cos >= floor and (best is None or cos > best[2]):
             best = (index, slot, round(cos, 4), cue)

@@ -201,6 +201,22 @@ _CLAIM_DATE_CONTEXT = re.compile(
     r"|\b(?:is|was|are|were|'s|be|been)\s*)$",
     re.I,
 )
+# A date that is the value of a schedule: "is now on May 5", "got pushed to March 21",
+# "leaves on May 3", "extended her stay until Wednesday". Without it the claim says
+# nothing ("...got pushed to."), so the words stay; the date still bounds valid time.
+# Tested on the text before the date plus the date's own preposition.
+_VALUE_DATE_CONTEXT = re.compile(
+    r"(?:\b(?:is|was|are|were|'s|be|been)\s+(?:(?:now|still|actually)\s+)?(?:on|at|for"
+    r"|until|till)\s*"
+    r"|\b(?:is|are|'s)\s+(?:now|still|actually)\s*"
+    r"|\b(?:moved|pushed(?:\s+(?:back|out))?|postponed|rescheduled|delayed|slipped|slid"
+    r"|extended|brought\s+forward|changed|switched|bumped|scheduled|set|booked|due)\b"
+    r"(?:\W+\w+){0,4}?\W+(?:to|for|until|till|on)\s*"
+    r"|\b(?:leaves|departs|lands|arrives|starts|begins|ends|opens|closes|launches|ships"
+    r"|goes\s+live)\s+(?:on\s+|at\s+)?)$",
+    re.I,
+)
+_ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.I)
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|gonna|going\s+to|plan(?:s|ning|ned)?\s+(?:to|on)|hop(?:e|es|ing)\s+to"
     r"|about\s+to|intend(?:s|ing)?\s+to|looking\s+forward|can'?t\s+wait|cannot\s+wait|upcoming"
@@ -467,6 +483,7 @@ class _DateHit:
     prefix: str | None
     part_of_claim: bool
     replacement: str | None  # None: remove the phrase (frames) / keep it (claim dates)
+    value: bool = False  # part of the claim and still its valid time (a schedule's date)
 
 
 def _format_window(window: _Window) -> str | None:
@@ -582,15 +599,20 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         if window is None:
             continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
+        value = not claim and _value_date(text, match.start(), match.group("prefix"))
         replacement = None
         if match.group("poss"):  # "during last week's game" -> "during the game"
-            claim, replacement = False, "the"
-        elif claim:
+            claim, value, replacement = False, False, "the"
+        elif claim or value:
             replacement = _format_window(window)
-            if replacement is None:  # a vague date as part of a claim: leave it alone
+            if replacement is None and not value:  # a vague date in a claim: leave it
                 continue
+            if replacement is not None and _ENDS_WITH_PREPOSITION.search(
+                    text[:match.start()] + " " + (match.group("prefix") or "")):
+                replacement = re.sub(r"^(?:on|in) ", "", replacement)  # "is on 7 March"
+            claim = True
         hits.append(_DateHit(match.start(), match.end(), window, match.group("prefix"), claim,
-                             replacement))
+                             replacement, value))
         taken.append((match.start(), match.end()))
     absolute = _ABS.finditer(text) if _ABS_HINT.search(text) else ()
     future = bool(absolute) and (
@@ -605,24 +627,31 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
             modifier = match.group("mod") or match.group("mody")
             if prefix_key not in _ABS_PREFIX_REQUIRED and not modifier:
                 continue
+        claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
+        value = not claim and _value_date(text, match.start(), prefix_key)
         if prefix_key in ("since", "from"):
             tense_future = False
-        elif prefix_key in ("until", "till", "by"):
-            tense_future = True
+        elif prefix_key in ("until", "till", "by") or value:
+            tense_future = True  # a schedule's date lies ahead
         else:
             tense_future = future
         absolute_window = _safe_window(_absolute_window, match, local, tense_future)
         if absolute_window is None:
             continue
-        claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        hits.append(_DateHit(match.start(), match.end(), absolute_window, prefix_key, claim,
-                             None))
+        hits.append(_DateHit(match.start(), match.end(), absolute_window, prefix_key,
+                             claim or value, None, value))
     hits.sort(key=lambda hit: hit.start)
     return hits
 
 
+def _value_date(text: str, start: int, prefix: str | None) -> bool:
+    return _VALUE_DATE_CONTEXT.search(text[:start] + (f"{prefix} " if prefix else "")) \
+        is not None
+
+
 def _choose_window(hits: Iterable[_DateHit]) -> tuple[datetime | None, datetime | None]:
-    frames = [hit for hit in hits if not hit.part_of_claim and hit.window.unit != "none"]
+    frames = [hit for hit in hits
+              if (not hit.part_of_claim or hit.value) and hit.window.unit != "none"]
     if not frames:
         return None, None
     bounded = [h for h in frames if h.window.start is not None and h.window.end is not None]

@@ -27,6 +27,18 @@ UPDATES = [
     ("Sam's rent is $1,800 a month.", "Sam's rent went up to $1,950 a month."),
     ("Sam said the deadline for the grant is May 1.",
      "Sam said the grant deadline was extended to May 15."),
+    # Giving something up retires what named it.
+    ("Sam rides a Vespa to work.", "Sam sold the Vespa."),
+    ("Sam uses Notion for notes.", "Sam switched from Notion to Obsidian."),
+    ("Sam sings in the Harbor Choir.", "Sam quit the Harbor Choir last month."),
+    # A change stated by what it changed to, or with "now".
+    ("Sam's team uses Python 3.9.", "Sam's team upgraded to Python 3.12."),
+    ("Sam is on the basic tier.", "Sam moved up to the pro tier."),
+    ("Sam said the kickoff venue is Hall B.", "Sam said the kickoff venue moved to Hall D."),
+    ("Sam said the hiring budget is $90k.", "Sam said the hiring budget was cut to $60k."),
+    # A polarity change inside a longer sentence.
+    ("Sam is lactose intolerant.",
+     "The new test came back and Sam is not lactose intolerant."),
 ]
 
 COEXIST = [
@@ -37,6 +49,21 @@ COEXIST = [
     ("Sam lives in Denver.", "Sam lives in Denver, Colorado."),
     ("Sam's family is Sam's motivation.", "Sam's family is awesome - Sam, the missus, the kids."),
     ("Sam loves creating art.", "Sam is game for trying new art."),
+    # Someone else's attribute is not Sam's.
+    ("Sam lives in Denver.", "Sam's brother lives in Austin."),
+    ("Sam's manager is Ana Ruiz.", "Ana Ruiz's manager is Joe Kim."),
+    ("Sam's favorite color is green.", "Sam's wife's favorite color is blue."),
+    ("Sam is on the night shift.", "Sam's roommate is on the day shift."),
+    # Abstaining from one thing says nothing about a diet.
+    ("Sam is vegan.", "Sam doesn't drink coffee."),
+    # An indefinite place names no new home.
+    ("Sam moved to Denver.", "Sam moved into a bigger apartment."),
+    # Additions and finished events are not replaced.
+    ("Sam leads the data team.", "Sam is now also mentoring two interns."),
+    ("Sam visited Chicago in May.", "Sam is training for the Boston marathon instead."),
+    ("Sam moved the standup to Monday.", "Sam moved the dentist visit to Friday."),
+    ("Sam won't quit the band.", "Sam won't quit the band."),
+    ("Sam is going to keep the old car.", "Sam won't sell the old car."),
 ]
 
 

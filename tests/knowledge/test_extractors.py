@@ -360,6 +360,28 @@ def test_dates_that_are_the_claim_stay_in_the_statement() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "statement", "window"),
+    [
+        ("The launch slipped to June 15.", "Caroline said the launch slipped to June 15.",
+         (d(2023, 6, 15), d(2023, 6, 16))),
+        ("My flight is now on May 20.", "Caroline's flight is now on May 20.",
+         (d(2023, 5, 20), d(2023, 5, 21))),
+        ("The dentist moved my appointment to next Friday.",
+         "The dentist moved Caroline's appointment to 12 May 2023.",
+         (d(2023, 5, 12), d(2023, 5, 13))),
+        ("The review got pushed to March 3.", "Caroline said the review got pushed to March 3.",
+         (d(2024, 3, 3), d(2024, 3, 4))),
+    ],
+)
+def test_a_schedules_date_is_its_value_and_its_valid_time(
+        text: str, statement: str, window: tuple[datetime, datetime]) -> None:
+    # Cut out, these read "...slipped to." and an update could not name its new value.
+    claim = only(text)
+    assert claim.statement == statement
+    assert (claim.relevant_from, claim.relevant_until) == window
+
+
+@pytest.mark.parametrize(
     ("text", "sensitivity"),
     [
         ("My password is hunter2.", "restricted"),
