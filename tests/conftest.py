@@ -23,6 +23,14 @@ def pytest_configure(config: Any) -> None:
     settings.MEMHOUSE_ENTITY_STATS_TTL = 0
     # Tests serve only this machine with the built-in key (memhouse.checks).
     settings.MEMHOUSE_ALLOW_INSECURE_LOCAL = True
+    # In-process tests render templates without running collectstatic: plain names, and
+    # WhiteNoise finds the sources as in development. The production storage (hashed,
+    # compressed, manifest) is tested on the real `manage.py serve` process
+    # (tests/console/test_served_static.py).
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.WHITENOISE_USE_FINDERS = True
+    settings.WHITENOISE_AUTOREFRESH = True
 
 
 @dataclass
