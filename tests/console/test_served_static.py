@@ -4,7 +4,12 @@ serves static files itself. Issue 17, item 1."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +18,7 @@ import httpx
 import pytest
 
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.served import ROOT, Served, cleanup, start_serve
+from tests.served import ROOT, Served, cleanup, free_port, manage_env, start_serve
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +30,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         cleanup(server)
 
 
-def _assets(served: Served) -> dict[str, str]:
-    page = httpx.get(f"{served.url}/console/login/", timeout=30)
+def _assets(served: Served, base: str | None = None) -> dict[str, str]:
+    page = httpx.get(f"{base or served.url}/console/login/", timeout=30)
     assert page.status_code == 200, page.text
     html = page.text
     css = re.findall(r'<link rel="stylesheet" href="([^"]+)"', html)
@@ -93,3 +98,50 @@ def test_a_curator_signs_in_and_the_queue_page_has_htmx_and_its_styles(
         finally:
             browser.close()
     assert not failed, failed
+
+
+def _dockerfile() -> tuple[str, list[str]]:
+    """The image's collectstatic step (a shell line) and its CMD (gunicorn)."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    collect = re.search(r"^RUN (.*manage\.py collectstatic[^&]*)", text, re.M)
+    cmd = re.search(r"^CMD (\[.*\])$", text, re.M)
+    assert collect and cmd, "Dockerfile: no collectstatic step or no CMD"
+    return collect.group(1).strip(), json.loads(cmd.group(1))
+
+
+def test_gunicorn_as_the_image_runs_it_serves_the_collected_assets(
+        served: Served, tmp_path: Path) -> None:
+    collect, cmd = _dockerfile()
+    static_root = tmp_path / "static"
+    env = manage_env(served.data_dir, MEMHOUSE_STATIC_ROOT=str(static_root))
+    words = shlex.split(collect)
+    assignments = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
+    done = subprocess.run([sys.executable, *words[len(assignments) + 1:]], cwd=ROOT,
+                          env={**env, **assignments}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (static_root / "staticfiles.json").exists()
+
+    assert cmd[0] == "gunicorn"
+    cmd[cmd.index("--bind") + 1] = f"127.0.0.1:{(port := free_port())}"
+    cmd[cmd.index("--workers") + 1] = "1"
+    gunicorn = str(Path(sys.executable).with_name("gunicorn"))
+    env["MEMHOUSE_SECRET_KEY"] = "gunicorn-static-test-key"
+    with (tmp_path / "gunicorn.log").open("w") as log:
+        proc = subprocess.Popen([gunicorn, *cmd[1:]], cwd=ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            assert proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
+            try:
+                httpx.get(f"{base}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.3)
+        for url in _assets(served, base).values():
+            r = httpx.get(f"{base}{url}", timeout=30)
+            assert r.status_code == 200 and "immutable" in r.headers["Cache-Control"], url
+    finally:
+        proc.terminate()
+        proc.wait(30)
