@@ -11,7 +11,7 @@ the web request that enqueued them, so the command points Celery at an in-proces
 broker and consumes it with one worker thread; and a sweeper thread re-enqueues messages
 whose extraction never happened (a crash or a database outage after the 202).
 
-It collects the static files into STATIC_ROOT on every start (WhiteNoise serves them with
+Before serving it collects the static files into STATIC_ROOT (WhiteNoise serves them with
 DEBUG off), and, run as a command, it stops the embedded PostgreSQL it started when it
 exits (Ctrl-C or SIGTERM), unless another process still uses that server.
 """
