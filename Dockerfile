@@ -36,8 +36,9 @@ COPY docs/lifecycle.md ${SITE}/docs/lifecycle.md
 
 WORKDIR /app
 COPY manage.py ./
-# collectstatic only reads settings; a placeholder DATABASE_URL keeps the embedded
-# database from starting at build time (nothing connects to it).
+# The console's static files, content-hashed and gzipped, which WhiteNoise serves from
+# gunicorn (pages need their manifest with DEBUG off). collectstatic only reads settings;
+# a placeholder DATABASE_URL keeps the embedded database from starting at build time.
 RUN DATABASE_URL=postgresql://build@127.0.0.1/build MEMHOUSE_SECRET_KEY=build \
     python manage.py collectstatic --noinput --verbosity 0 \
  && python -c "import gunicorn, memhouse.celery, torch"

@@ -24,6 +24,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: `runserver` then leaves /static/ to WhiteNoise, as in production.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
@@ -38,6 +40,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /static/ from STATIC_ROOT in every served mode (serve, gunicorn), before the rest.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "memhouse.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
     "memhouse.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -281,7 +285,15 @@ MEMHOUSE_ARCHIVE_MAX_ROW_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_ROW_BYTES", 64 <<
 # --- Static, i18n, logging ------------------------------------------------------------
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "build" / "static"
+# `collectstatic` writes here (the image at build time, `manage.py serve` on each start);
+# WhiteNoise serves it. Gitignored.
+STATIC_ROOT = Path(env_str("MEMHOUSE_STATIC_ROOT", "") or BASE_DIR / "build" / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Content-hashed names (cached for a year, busted by any change) with gzip copies.
+    # Templates need the manifest collectstatic writes unless DEBUG is on.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

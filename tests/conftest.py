@@ -23,6 +23,27 @@ def pytest_configure(config: Any) -> None:
     settings.MEMHOUSE_ENTITY_STATS_TTL = 0
     # Tests serve only this machine with the built-in key (memhouse.checks).
     settings.MEMHOUSE_ALLOW_INSECURE_LOCAL = True
+    # In-process tests render templates without running collectstatic: plain names, and
+    # WhiteNoise finds the sources as in development. The production storage (hashed,
+    # compressed, manifest) is tested on the real `manage.py serve` process
+    # (tests/console/test_served_static.py).
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.WHITENOISE_USE_FINDERS = True
+    settings.WHITENOISE_AUTOREFRESH = True
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """A test run leaves no server behind: the embedded PostgreSQL this run started (the
+    settings start it on load) is stopped, after the test database is dropped. One that
+    was running before the run, or that another live process still uses, is left."""
+    from memhouse import embedded_db
+
+    done = embedded_db.release()
+    if done is not None and done != "stopped":
+        import sys
+
+        print(f"embedded PostgreSQL {done}", file=sys.stderr)
 
 
 @dataclass

@@ -11,7 +11,14 @@ from django.test import Client
 
 from knowledge import services
 from memhouse.tenancy import rebind_account_for_tests
+from tests.console.browser import require_browser
 from tests.console.builders import Queue, client_for, contested, held, provisional
+
+
+@pytest.fixture
+def sync_playwright() -> Any:
+    """Every browser test starts Playwright through this fixture (see require_browser)."""
+    return require_browser()
 
 
 @pytest.fixture

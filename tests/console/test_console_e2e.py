@@ -20,42 +20,22 @@ from django.db import connections
 
 from knowledge.models import Knowledge
 from memhouse.tenancy import account_context
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.console.builders import active, held
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _browser_or_skip() -> Any:
-    """Chromium and Playwright are required in CI; locally a missing one skips, saying so."""
-    missing = []
-    if not Path(CHROMIUM).exists():
-        missing.append(f"{CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing.append("the playwright package (pip install playwright)")
-        sync_playwright = None
-    if missing:
-        reason = "browser tests need " + " and ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI must install them")
-        pytest.skip(reason)
-    return sync_playwright
-
-
 @pytest.fixture
-def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    sync_playwright = _browser_or_skip()
+def page(monkeypatch: pytest.MonkeyPatch, sync_playwright: Any) -> Iterator[Any]:
     # Playwright's sync API keeps an event loop on this thread; the test's own ORM calls
     # (setup and assertions) are ordinary synchronous code.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1280, "height": 860})
         pg = context.new_page()
         pg.set_default_timeout(20_000)

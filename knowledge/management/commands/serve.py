@@ -10,15 +10,21 @@ Served mode also does the background work a single machine has no separate worke
 the web request that enqueued them, so the command points Celery at an in-process memory
 broker and consumes it with one worker thread; and a sweeper thread re-enqueues messages
 whose extraction never happened (a crash or a database outage after the 202).
+
+Before serving it collects the static files into STATIC_ROOT (WhiteNoise serves them with
+DEBUG off), and, run as a command, it stops the embedded PostgreSQL it started when it
+exits (Ctrl-C or SIGTERM), unless another process still uses that server.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -203,8 +209,28 @@ def start_background_work(*, sweep_every: float = SWEEP_EVERY_SECONDS) -> Backgr
     return work
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM ends the server as Ctrl-C does, so the cleanup below runs.
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = "Migrate, make sure the demo Account exists, print its credentials and run the server."
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """As the process's own command (not call_command inside another program, such as
+        a test run, which owns the server's lifetime itself): SIGTERM interrupts like
+        Ctrl-C, and on the way out the embedded server this process started is stopped."""
+        from memhouse import embedded_db
+
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            super().run_from_argv(argv)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            done = embedded_db.release()
+            if done is not None:
+                self.stdout.write(f"Embedded PostgreSQL: {done}.")
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
@@ -226,6 +252,9 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         call_command("migrate", interactive=False, verbosity=0)
+        if not options["no_run"]:
+            # Before the server builds its handler: WhiteNoise indexes STATIC_ROOT once.
+            call_command("collectstatic", interactive=False, verbosity=0)
         demo = ensure_demo_account(rotate_key=options["rotate_key"])
         base = f"http://{options['addrport']}"
         out = self.stdout.write
