@@ -998,9 +998,50 @@ _WRAPPER = re.compile(
     r"(?:\s+with\s+you)?|say|mention|update\s+you)\s*(?:that\s+|,\s*)?"
     r"|^(?:I\s+)?(?:have|must|gotta|got\s+to|'ve\s+got\s+to|can)\s+(?:to\s+)?(?:say|tell\s+you|admit)"
     r"\s*(?:that\s+|,\s*)?"
-    r"|^(?:guess\s+what|you\s+know\s+what|fun\s+fact|news\s+flash)\s*[,:!-]*\s*",
+    r"|^(?:guess\s+what|you\s+know\s+what|fun\s+fact|news\s+flash)\s*[,:!-]*\s*"
+    # A label in front of the news: "Change of plans: ...", "Heads up - ...".
+    r"|^(?:(?:a\s+)?(?:small\s+|slight\s+|quick\s+)?change\s+of\s+plans?|plans?\s+changed"
+    r"|heads[\s-]+up|(?:quick\s+|small\s+)?update|fyi|btw|by\s+the\s+way|correction|reminder"
+    r"|(?:good|bad|big)\s+news|update\s+on\s+\w+)\s*[,:!.-]+\s*",
     re.I,
 )
+# Requests that state a fact about the speaker, said as an instruction to the listener:
+# "Please call me Kate" is the speaker's name, "use jun@x.dev for email" their address.
+_AT_ONCE = r"(?:(?:from\s+now\s+on|going\s+forward|in\s+future),?\s+)?(?:please\s+)?"
+_REQUESTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(rf"^{_AT_ONCE}(?:please\s+)?call\s+me\s+(?!at\b|on\b|back\b|later\b)", re.I),
+     "I prefer to be called "),
+    (re.compile(rf"^{_AT_ONCE}(?:you\s+can\s+|please\s+)?(?:reach|email|e-mail|write\s+to|"
+                r"contact)\s+me\s+(?:by\s+e-?mail\s+)?(?:at|on|via)\s+(?=[\w.+-]+@)", re.I),
+     "My email address is "),
+    (re.compile(rf"^{_AT_ONCE}(?:you\s+can\s+|please\s+)?(?:reach|call|text|ring|contact)\s+me"
+                r"\s+(?:at|on)\s+(?=\+?\d)", re.I),
+     "My phone number is "),
+    (re.compile(rf"^{_AT_ONCE}(?:please\s+)?use\s+(?=[\w.+-]+@[\w.-]+\s+for\s+(?:my\s+)?"
+                r"e-?mails?\b)", re.I),
+     "My email address is "),
+    (re.compile(rf"^{_AT_ONCE}(?:please\s+)?(?:make|set|put\s+down|list)\s+(?=.{{2,60}}?\s+as\s+"
+                r"my\s+)", re.I), ""),
+)
+_REQUEST_TAILS = (
+    (re.compile(r"^(My email address is [\w.+-]+@[\w.-]+\w)\s+for\s+(?:my\s+)?e-?mails?\b",
+                re.I), r"\1"),
+    (re.compile(r"^(.{2,60}?)\s+as\s+(my\s+)", re.I), r"\1 is \2"),
+)
+
+
+def _request_as_statement(text: str) -> str:
+    for pattern, replacement in _REQUESTS:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        text = replacement + text[match.end():]
+        for tail, repl in _REQUEST_TAILS:
+            text = tail.sub(repl, text, count=1)
+        return text
+    return text
+
+
 _DROP_START = re.compile(r"^(?:if|unless|let's|lets|let\s+me|imagine|hope\s+you|in\s+case)\b",
                          re.I)
 _DROP_ANY = re.compile(
@@ -1886,6 +1927,7 @@ class RuleBasedExtractor:
         hedged = bool(_HEDGE_DETECT.search(work))
         work = _CASUAL.sub(_casual, work)
         work = _WRAPPER.sub("", work)
+        work = _request_as_statement(work)
         work, count = _HEDGE_REMOVE.subn("", work)
         hedged = hedged or count > 0
         work = _INLINE_FILLER.sub("", work)

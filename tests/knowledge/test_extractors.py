@@ -360,6 +360,30 @@ def test_dates_that_are_the_claim_stay_in_the_statement() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "statement"),
+    [
+        ("Please call me Kate from now on.", "Caroline prefers to be called Kate from now on."),
+        ("Please use cj@example.org for email.", "Caroline's email address is cj@example.org."),
+        ("You can reach me by email at cj@example.org.",
+         "Caroline's email address is cj@example.org."),
+        ("Please list Ana as my emergency contact.", "Ana is Caroline's emergency contact."),
+        ("Change of plans: my party will be at the lake house instead.",
+         "Caroline's party will be at the lake house instead."),
+        ("Heads up - the offsite is in Boulder now.",
+         "Caroline said the offsite is in Boulder now."),
+    ],
+)
+def test_requests_and_labelled_news_state_the_fact(text: str, statement: str) -> None:
+    # What a person asks an assistant to remember is often worded as a request.
+    assert only(text).statement == statement
+
+
+@pytest.mark.parametrize("text", ["Call me later.", "Please call me back tomorrow."])
+def test_requests_that_state_nothing_stay_out(text: str) -> None:
+    assert extract(text) == []
+
+
+@pytest.mark.parametrize(
     ("text", "statement", "window"),
     [
         ("The launch slipped to June 15.", "Caroline said the launch slipped to June 15.",
