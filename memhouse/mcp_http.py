@@ -19,6 +19,7 @@ one.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import anyio
@@ -121,7 +122,7 @@ async def _serve_one(manager: StreamableHTTPSessionManager, scope: dict[str, Any
         await answered.wait()  # the client "disconnects" only once it has its answer
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status, headers
         if message["type"] == "http.response.start":
             status = message["status"]
