@@ -363,3 +363,22 @@ def test_the_documented_example_runs(live_server, committed_world, capsys):
                .replace('"mh_..."', repr(committed_world.agent_key)))
     exec(compile(example, "docs/integrations.md", "exec"), {})
     assert "Caroline went to a support group." in capsys.readouterr().out
+
+
+def _doc_block(text: str, marker: str) -> str:
+    return next(block.split("```", 1)[0] for block in text.split("```python\n")[1:]
+                if marker in block.split("```", 1)[0])
+
+
+def test_the_documented_listing_and_mcp_http_examples_run(live_server, committed_world,
+                                                          capsys):
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    key = repr(committed_world.agent_key)
+    for marker in ("mh.search(", "mh.list_knowledge(", "streamable_http_client("):
+        example = (_doc_block(text, marker)
+                   .replace('"http://127.0.0.1:8000"', repr(live_server.url))
+                   .replace('"mh_..."', key))
+        exec(compile(example, "docs/integrations.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "active Caroline went to a support group." in out  # the listing example
+    assert "'add_messages', 'search'" in out and "cello" in out  # the MCP example
