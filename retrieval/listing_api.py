@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -72,6 +73,7 @@ class KnowledgeListApi(APIView):
         limit = serializers.IntegerField(min_value=1, max_value=selectors.LISTING_MAX_LIMIT,
                                          default=selectors.LISTING_DEFAULT_LIMIT)
 
+    @extend_schema(operation_id="v1_knowledge_list", parameters=[InputSerializer])
     def get(self, request: Request) -> Response:
         params = request.query_params
         data = self.InputSerializer(data={k: params.get(k) for k in params})
@@ -96,6 +98,7 @@ class KnowledgeListApi(APIView):
 class KnowledgeDetailApi(APIView):
     """GET ?peer_key: one statement, or the same 404 as an unknown id."""
 
+    @extend_schema(operation_id="v1_knowledge_retrieve", parameters=[_ReaderQuery])
     def get(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         data = _ReaderQuery(data={"peer_key": request.query_params["peer_key"]}
                             if "peer_key" in request.query_params else {})
