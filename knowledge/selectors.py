@@ -7,13 +7,17 @@ so nothing is post-filtered in Python.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Peer, Scope
@@ -119,3 +123,141 @@ def knowledge_for_read(*, reader: Reader, scope: Scope,
     """Retrievable knowledge for a read at `scope` (the scope and its ancestors)."""
     ids = list(scope_ancestors(scope).values_list("id", flat=True))
     return visible_knowledge(reader=reader, scope_ids=ids, at=at)
+
+
+# --- the knowledge listing (GET /api/v1/knowledge) ---------------------------------------
+
+LISTING_DEFAULT_LIMIT = 50
+LISTING_MAX_LIMIT = 200
+# States any reader may ask the listing for, each within the reader's visibility: the
+# contract's member column (sensitivity and scope still apply) plus provisional, which
+# only its own subject ever sees (lifecycle_q). The subject column's other states (held,
+# rejected, redacted, ...) are listed only for a human reading as themself: an agent's
+# act-for grant never reaches what only the subject may inspect.
+LISTING_STATES = lifecycle.MEMBER_VISIBLE | lifecycle.SUBJECT_SEARCHABLE
+SUBJECT_ONLY_STATES = frozenset(lifecycle.STATES) - LISTING_STATES
+
+
+@dataclass(frozen=True)
+class KnowledgePage:
+    items: list[Knowledge]
+    next_cursor: str | None
+
+
+def listing_states(*, states: Iterable[str], as_subject: bool) -> tuple[str, ...]:
+    """Validate a `state` filter: unknown names are `invalid_state`, states beyond what
+    this reader may inspect are `state_not_visible` (both 400). Empty = usable states."""
+    wanted = tuple(dict.fromkeys(s.strip() for s in states if s.strip()))
+    unknown = [s for s in wanted if s not in lifecycle.STATES]
+    if unknown:
+        raise ApplicationError("invalid_state", f"unknown state {unknown[0]!r}; states are "
+                               f"{', '.join(lifecycle.STATES)}")
+    if not as_subject:
+        hidden = [s for s in wanted if s in SUBJECT_ONLY_STATES]
+        if hidden:
+            raise ApplicationError(
+                "state_not_visible", f"state {hidden[0]!r} is visible only to the "
+                "statement's subject (their own credential) and curators; this listing "
+                f"offers {', '.join(sorted(LISTING_STATES))}")
+    return wanted
+
+
+def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = False,
+              at: datetime | None = None) -> Q:
+    """Which statements the listing shows this reader. No states: exactly what search may
+    retrieve (lifecycle_q & sensitivity_q). Named states: active and provisional keep
+    search's rules (expiry at read time, provisional for its subject); the other
+    member-visible states are history under the same sensitivity rule; subject-only
+    states (allowed by listing_states only when `as_subject`) are the reader's own rows."""
+    usable = lifecycle_q(reader, at=at) & sensitivity_q(reader)
+    states = tuple(states)
+    if not states:
+        return usable
+    searchable = lifecycle.SEARCHABLE | lifecycle.SUBJECT_SEARCHABLE
+    q = usable & Q(state__in=sorted(set(states) & searchable))
+    history = sorted(set(states) & (lifecycle.MEMBER_VISIBLE - searchable))
+    if history:
+        q |= Q(state__in=history) & sensitivity_q(reader)
+    own = sorted(set(states) & SUBJECT_ONLY_STATES)
+    if own and as_subject and reader.peer_id is not None:
+        q |= Q(state__in=own, subject_peer_id=reader.peer_id)
+    return q
+
+
+def readable_scopes_q(reader: Reader) -> Q:
+    """Scopes a reader with no scope named may list: its grants, their descendants and,
+    because context flows downward, their ancestors (what a read anywhere it may read
+    would see)."""
+    if reader.scope_roots is None or "/" in reader.scope_roots:
+        return Q()
+    q = Q(scope__path__in=sorted({p for r in reader.scope_roots for p in ancestor_paths(r)}))
+    for root in reader.scope_roots:
+        q |= Q(scope__path__startswith=root.rstrip("/") + "/")
+    return q
+
+
+def _listing_cursor(item: Knowledge) -> str:
+    raw = f"{item.updated_at.isoformat()}|{item.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _after_cursor(cursor: str) -> Q:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at_text, pk_text = raw.split("|", 1)
+        at = parse_datetime(at_text)
+        if at is None:
+            raise ValueError("no timestamp")
+        pk = uuid.UUID(pk_text)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ApplicationError("invalid_cursor", "the cursor is not one this API issued"
+                               ) from exc
+    return Q(updated_at__gt=at) | Q(updated_at=at, id__gt=pk)
+
+
+def knowledge_listing(*, reader: Reader, scope: Scope | None = None,
+                      states: Iterable[str] = (), as_subject: bool = False,
+                      kind: str | None = None, subject_key: str | None = None,
+                      updated_since: datetime | None = None, cursor: str | None = None,
+                      limit: int = LISTING_DEFAULT_LIMIT) -> KnowledgePage:
+    """Statements the reader may see, oldest change first, in keyset pages on
+    (updated_at, id), so a row that changes later reappears after the cursor.
+
+    `scope` (already authorised by scope_for_read) lists that scope and its ancestors, as
+    a search there would read; without it every scope the reader may read. `states` must
+    come from listing_states; `as_subject` is true only for a human credential reading
+    as itself."""
+    if scope is not None:
+        qs = Knowledge.objects.filter(account_id=reader.account_id,
+                                      scope_id__in=scope_ancestors(scope).values("id"))
+    else:
+        qs = Knowledge.objects.filter(account_id=reader.account_id).filter(
+            readable_scopes_q(reader))
+    qs = qs.filter(listing_q(reader, states=states, as_subject=as_subject))
+    if kind:
+        qs = qs.filter(kind=kind)
+    if subject_key:
+        qs = qs.filter(subject_peer__key=subject_key)
+    if updated_since is not None:
+        qs = qs.filter(updated_at__gte=updated_since)
+    if cursor:
+        qs = qs.filter(_after_cursor(cursor))
+    rows = list(qs.select_related("subject_peer", "scope", "held_scope")
+                .order_by("updated_at", "id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return KnowledgePage(rows, _listing_cursor(rows[-1]) if more else None)
+
+
+def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
+                     as_subject: bool = False) -> Knowledge:
+    """One statement, visible exactly when some state filter of the listing would show it
+    to this reader in a scope it may read; otherwise the same 404 as an unknown id."""
+    states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
+    item = (Knowledge.objects.filter(account_id=reader.account_id, pk=knowledge_id)
+            .filter(readable_scopes_q(reader))
+            .filter(listing_q(reader, states=states, as_subject=as_subject))
+            .select_related("subject_peer", "scope", "held_scope").first())
+    if item is None:
+        raise NotFound("knowledge")
+    return item

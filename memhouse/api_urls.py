@@ -29,3 +29,11 @@ urlpatterns += [
     path("lineage", read_api.LineageApi.as_view(), name="lineage"),
     path("stable-profile", read_api.StableProfileApi.as_view(), name="stable-profile"),
 ]
+
+from retrieval import listing_api  # noqa: E402
+
+urlpatterns += [
+    path("knowledge", listing_api.KnowledgeListApi.as_view(), name="knowledge"),
+    path("knowledge/<uuid:knowledge_id>", listing_api.KnowledgeDetailApi.as_view(),
+         name="knowledge-detail"),
+]

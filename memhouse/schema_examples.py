@@ -333,6 +333,17 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "response": {"scope": "/demo", "belief_time": {"revalidate_days": {"preference": 30}},
                      "effective": EFFECTIVE_BELIEF_TIME},
     },
+    "v1_knowledge_list": {
+        "status": 200,
+        "response": {"items": [knowledge(verification="gate_keep")],
+                     "next_cursor": "MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwzZjBiNmMxZQ",
+                     "reader_posture": "peer"},
+    },
+    "v1_knowledge_retrieve": {
+        "status": 200,
+        "response": {"knowledge": knowledge(verification="gate_keep"),
+                     "reader_posture": "peer"},
+    },
     "v1_me_knowledge_retrieve": {
         "status": 200,
         "response": {"items": [knowledge()],

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memhouse import health
+from memhouse.mcp_http import mcp_endpoint
 from memhouse.observability import metrics_view
 
 urlpatterns = [
@@ -18,6 +19,8 @@ urlpatterns = [
         SpectacularSwaggerSplitView.as_view(url_name="schema", authentication_classes=[],
                                             permission_classes=[])), name="api-docs"),
     path("console/", include("console.urls")),
+    path("mcp/", mcp_endpoint, name="mcp"),  # MCP over Streamable HTTP (memhouse.mcp_http)
+    path("mcp", mcp_endpoint),  # the same, for clients configured without the slash
 ]
 
 # Unknown /api/ paths and last-resort errors in the API's one error shape (memhouse.errors).

@@ -148,6 +148,14 @@ class Page(TypedDict):
     next_cursor: str | None
 
 
+class KnowledgePage(TypedDict):
+    """A page of GET /knowledge: statements the reader may see, oldest change first."""
+
+    items: list[JSONDict]
+    next_cursor: str | None
+    reader_posture: str
+
+
 # --- request shapes ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -476,6 +484,48 @@ class MemHouseClient:
                        scope: str | None = None) -> JSONDict:
         """The stable identity profile of a peer (default: the key's own peer)."""
         return dict(self._post("stable-profile", _compact(peer_key=peer_key, scope=scope)))
+
+    # -- the knowledge listing (reads for a reader, like search)
+
+    def list_knowledge(self, *, scope: str | None = None, peer_key: str | None = None,
+                       state: str | Iterable[str] | None = None, kind: str | None = None,
+                       subject: str | None = None,
+                       updated_since: datetime | str | None = None,
+                       cursor: str | None = None, limit: int | None = None) -> KnowledgePage:
+        """One page of the statements this reader may see (default: usable ones), ordered
+        by (updated_at, id); pass the page's `next_cursor` back for the next one."""
+        states = state if state is None or isinstance(state, str) else ",".join(state)
+        since = None if updated_since is None else _iso(updated_since, "updated_since")
+        result: KnowledgePage = self._get(
+            "knowledge", scope=scope, peer_key=peer_key, state=states, kind=kind,
+            subject=subject, updated_since=since, cursor=cursor, limit=limit)
+        return result
+
+    def iter_knowledge(self, *, scope: str | None = None, peer_key: str | None = None,
+                       state: str | Iterable[str] | None = None, kind: str | None = None,
+                       subject: str | None = None,
+                       updated_since: datetime | str | None = None,
+                       limit: int | None = None) -> Iterator[JSONDict]:
+        """Every statement of list_knowledge(...), following `next_cursor`."""
+        cursor: str | None = None
+        while True:
+            page = self.list_knowledge(scope=scope, peer_key=peer_key, state=state, kind=kind,
+                                       subject=subject, updated_since=updated_since,
+                                       cursor=cursor, limit=limit)
+            yield from page["items"]
+            cursor = page.get("next_cursor")
+            if not cursor or not page["items"]:
+                return
+
+    def get_knowledge(self, knowledge_id: str | UUID,
+                      peer_key: str | None = None) -> JSONDict:
+        """`{"knowledge": {...}, "reader_posture": ...}`; a statement this reader may not
+        see raises NotFoundError, exactly like an unknown id."""
+        try:  # an id is a UUID; anything else must not become another path
+            kid = UUID(str(knowledge_id))
+        except ValueError as exc:
+            raise ValueError(f"knowledge_id is not a UUID: {knowledge_id!r}") from exc
+        return dict(self._get(f"knowledge/{kid}", peer_key=peer_key))
 
     # -- governance lists (cursor pages)
 

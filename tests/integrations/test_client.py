@@ -157,6 +157,35 @@ def test_iter_search_follows_next_offset(live_server, corpus):  # noqa: F811
     assert ids["support"] in paged and ids["bob_prov"] not in paged
 
 
+def test_list_and_get_knowledge_read_for_the_reader(live_server, corpus):  # noqa: F811
+    w, ids = corpus
+    with MemHouseClient(live_server.url, w.agent_key, timeout=60) as mh:
+        page = mh.list_knowledge(peer_key="alice", scope="/marketing/social", limit=2)
+        assert len(page["items"]) == 2 and page["next_cursor"]
+        assert page["reader_posture"] == "peer"
+        every = list(mh.iter_knowledge(peer_key="alice", scope="/marketing/social", limit=2))
+        # Alice's rows and the /marketing one; never the sibling scope or Bob's provisional.
+        assert {k["id"] for k in every} == {ids[n] for n in (
+            "support", "hiking", "asthma", "public", "team", "bob_hike", "painting")}
+        assert len(every) == 7
+        since = datetime(2000, 1, 1, tzinfo=UTC)
+        assert [k["id"] for k in mh.iter_knowledge(peer_key="bob", subject="bob",
+                                                   updated_since=since)] in (
+            [ids["bob_prov"], ids["bob_hike"]], [ids["bob_hike"], ids["bob_prov"]])
+        got = mh.get_knowledge(ids["asthma"], peer_key="alice")["knowledge"]
+        assert (got["statement"], got["sensitivity"]) == (
+            "Alice has asthma and uses an inhaler.", "personal")
+        with pytest.raises(NotFoundError):
+            mh.get_knowledge(ids["asthma"], peer_key="bob")
+        with pytest.raises(ValidationError) as err:
+            mh.list_knowledge(state=["active", "held"], peer_key="alice")
+        assert err.value.code == "state_not_visible"
+        with pytest.raises(ValueError):
+            mh.get_knowledge("../me")
+        with pytest.raises(ValueError):
+            mh.list_knowledge(updated_since=datetime(2024, 1, 1))  # noqa: DTZ001 - naive on purpose
+
+
 def test_cursor_iteration_of_my_knowledge_and_the_curator_queue(live_server, corpus):  # noqa: F811
     w, ids = corpus
     with account_context(w.account.id):
@@ -334,3 +363,22 @@ def test_the_documented_example_runs(live_server, committed_world, capsys):
                .replace('"mh_..."', repr(committed_world.agent_key)))
     exec(compile(example, "docs/integrations.md", "exec"), {})
     assert "Caroline went to a support group." in capsys.readouterr().out
+
+
+def _doc_block(text: str, marker: str) -> str:
+    return next(block.split("```", 1)[0] for block in text.split("```python\n")[1:]
+                if marker in block.split("```", 1)[0])
+
+
+def test_the_documented_listing_and_mcp_http_examples_run(live_server, committed_world,
+                                                          capsys):
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    key = repr(committed_world.agent_key)
+    for marker in ("mh.search(", "mh.list_knowledge(", "streamable_http_client("):
+        example = (_doc_block(text, marker)
+                   .replace('"http://127.0.0.1:8000"', repr(live_server.url))
+                   .replace('"mh_..."', key))
+        exec(compile(example, "docs/integrations.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "active Caroline went to a support group." in out  # the listing example
+    assert "'add_messages', 'search'" in out and "cello" in out  # the MCP example

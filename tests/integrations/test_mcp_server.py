@@ -15,13 +15,13 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from knowledge import lifecycle
-from memhouse import mcp_server
+from memhouse import mcp_server, mcp_tools
 from memhouse.client import MemHouseClient
 from tests.retrieval.test_search import corpus  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REPO = Path(__file__).resolve().parents[2]
-TOOLS = {"ingest_messages", "search", "ask", "get_context", "lineage", "stable_profile"}
+TOOLS = set(mcp_server.TOOL_NAMES)
 
 
 def _run_mcp(url: str, key: str, tmp_path: Path,
@@ -55,7 +55,7 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
         out["search"] = await session.call_tool("search", {
             "query": "Where did Alice go for support?", "scope": "/marketing/social",
             "peer_key": "alice"})
-        out["ingest"] = await session.call_tool("ingest_messages", {
+        out["ingest"] = await session.call_tool("add_messages", {
             "scope": "/marketing/social", "session": "mcp-1", "messages": [
                 {"id": "mcp-1:1", "peer_key": "bob", "text": "I play the cello every Sunday.",
                  "occurred_at": "2024-03-03T10:00:00Z"}]})
@@ -64,7 +64,7 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
             "peer_key": "bob"})
         out["ghost"] = await session.call_tool("search", {"query": "anything",
                                                           "peer_key": "ghost"})
-        out["ghost_ingest"] = await session.call_tool("ingest_messages", {
+        out["ghost_ingest"] = await session.call_tool("add_messages", {
             "scope": "/", "messages": [{"peer_key": "ghost", "text": "Boo."}]})
         out["bad_args"] = await session.call_tool("search", {"scope": "/"})
         out["profile"] = await session.call_tool("stable_profile", {"peer_key": "alice"})
@@ -77,6 +77,9 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
                                                              "peer_key": "alice"})
         out["missing"] = await session.call_tool("lineage", {
             "knowledge_id": "00000000-0000-0000-0000-000000000000"})
+        out["listed"] = await session.call_tool("list_knowledge", {"peer_key": "alice"})
+        out["one"] = await session.call_tool("get_knowledge", {
+            "knowledge_id": ids["support"], "peer_key": "alice"})
         return out
 
     out = _run_mcp(live_server.url, w.agent_key, tmp_path, body)
@@ -91,7 +94,7 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
     for tool in tools.values():  # tenancy is never an argument
         assert not {"account", "account_key", "account_id"} & set(
             tool.input_schema.get("properties", {}))
-    ingest = tools["ingest_messages"].input_schema
+    ingest = tools["add_messages"].input_schema
     assert set(ingest["required"]) == {"scope", "messages"}
     message = ingest["$defs"]["MessageIn"]
     assert message["required"] == ["text"] and message["additionalProperties"] is False
@@ -100,14 +103,16 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
     assert tools["get_context"].input_schema["required"] == ["scope"]
     assert tools["lineage"].input_schema["required"] == ["knowledge_id"]
     assert tools["search"].annotations.read_only_hint is True
-    assert tools["ingest_messages"].annotations.read_only_hint is False
+    assert tools["add_messages"].annotations.read_only_hint is False
     # Lifecycle wording comes from knowledge.lifecycle.
     for name in ("search", "ask", "get_context"):
         text = tools[name].description
         assert all(f"`{state}`" in text for state in lifecycle.SEARCHABLE)
         assert lifecycle.STATES[lifecycle.PROVISIONAL].meaning.rstrip(".") in text
     assert lifecycle.STATES[lifecycle.HELD].meaning.rstrip(".") in tools[
-        "ingest_messages"].description
+        "add_messages"].description
+    listing = tools["list_knowledge"].description
+    assert all(f"`{state}`" in listing for state in lifecycle.MEMBER_VISIBLE)
 
     hit = out["search"]
     assert not hit.is_error, hit.content
@@ -126,7 +131,10 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
         error = result.structured_content["error"]
         assert (error["code"], error["status"]) == ("unknown_peer_key", 400)
         assert "ghost" in error["message"] and "unknown_peer_key" in result.content[0].text
-    assert out["bad_args"].is_error is True  # schema validation: query is required
+    bad = out["bad_args"]  # schema validation: query is required, in the error shape
+    assert bad.is_error is True
+    assert bad.structured_content["error"]["code"] == "invalid_input"
+    assert bad.structured_content["error"]["details"] == {"query": ["Field required"]}
 
     assert not out["profile"].is_error, out["profile"].content
     assert not out["context"].is_error and "support group" in out["context"].structured_content[
@@ -136,6 +144,9 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
     assert not out["lineage"].is_error and ids["support"] in out["lineage"].content[0].text
     assert out["missing"].is_error
     assert out["missing"].structured_content["error"]["code"] == "not_found"
+    assert not out["listed"].is_error
+    assert ids["support"] in {k["id"] for k in out["listed"].structured_content["items"]}
+    assert out["one"].structured_content["knowledge"]["statement"].startswith("Alice went")
 
 
 def test_a_bad_key_is_an_error_result_not_a_crash(live_server, committed_world, tmp_path):
@@ -185,9 +196,11 @@ def test_check_prints_who_the_key_is(live_server, committed_world):
 
 @pytest.mark.django_db(transaction=False)
 def test_enumerations_match_the_server():
+    from knowledge.models import Knowledge
     from retrieval.ask import EFFORTS
     from retrieval.profiles import BASE_PROFILES
 
     assert mcp_server.EFFORTS == EFFORTS
+    assert tuple(Knowledge.Kind.values) == mcp_tools.KINDS
     assert set(mcp_server.PROFILES) == {n for n, p in BASE_PROFILES.items()
                                         if not p.experimental}

@@ -4,7 +4,7 @@ A human credential (API token, a human's API key, a console session) acts only a
 a machine credential (an agent's key, a peerless key) for itself and the peers of the
 act-for grant recorded when it was minted (all peers, a list, or none), shown in /me.
 Naming anyone else is 403 `act_for_denied` on search, ask, context, lineage,
-stable-profile and ingest alike, and the refused ingest stores nothing.
+stable-profile, the knowledge listing and ingest alike, and the refused ingest stores nothing.
 """
 
 from __future__ import annotations
@@ -124,6 +124,11 @@ def test_reads_name_only_the_peers_a_credential_may_act_for(callers: dict[str, C
         r = caller.post("lineage", {"knowledge_id": "00000000-0000-4000-8000-000000000000",
                                     "peer_key": peer_key})
         assert _refused(r) if not allowed else r.status_code != 403, (kind, peer_key, r.text)
+        # The knowledge listing and detail (GET, peer_key in the query) follow the same rule.
+        r = caller.get(f"knowledge?peer_key={peer_key}&scope={SCOPE}")
+        assert _refused(r) if not allowed else r.status_code == 200, (kind, peer_key, r.text)
+        r = caller.get(f"knowledge/00000000-0000-4000-8000-000000000000?peer_key={peer_key}")
+        assert _refused(r) if not allowed else r.status_code == 404, (kind, peer_key, r.text)
     # An unknown key is refused the same way (no oracle), unless the grant is "all".
     r = caller.post("search", {**READS["search"], "peer_key": "ghost"})
     if kind.endswith("_all"):

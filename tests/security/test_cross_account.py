@@ -470,6 +470,48 @@ def case_auth_token_revoke(c: Corpus, client: APIClient) -> None:
         rebind_account_for_tests(None)
 
 
+def _get_oracle(c: Corpus, client: APIClient, key: str, path: str, real: str,
+                query: dict[str, str], field: str) -> Any:
+    """no_oracle for a GET whose probed value travels in the query string."""
+    rand = f"/zz-{random_id()[:8]}" if real.startswith("/") else f"ghost-{random_id()[:8]}"
+    r_real = api(client, key, "GET", path, query={**query, field: real})
+    r_rand = api(client, key, "GET", path, query={**query, field: rand})
+    assert _normal(r_real, real) == _normal(r_rand, rand), (r_real.content, r_rand.content)
+    _leak_free(c, r_real.content.decode(), (real,))
+    return r_real
+
+
+def case_knowledge_list(c: Corpus, client: APIClient) -> None:
+    key = c.keys["mallory"]
+    r = _get_oracle(c, client, key, "knowledge", "alice", {}, "peer_key")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "act_for_denied"
+    r = _get_oracle(c, client, key, "knowledge", SOCIAL, {}, "scope")
+    assert r.status_code == 404
+    # A subject filter naming A's peer is just an empty filter, like any unknown key.
+    r = _get_oracle(c, client, key, "knowledge", "alice", {}, "subject")
+    assert r.status_code == 200 and r.json()["items"] == []
+    for query in ({}, {"state": "active,superseded,expired,needs_revalidation"},
+                  {"scope": "/marketing"}):
+        own = api(client, key, "GET", "knowledge", query={**query, "limit": "200"})
+        assert own.status_code == 200, own.content
+        assert {i["id"] for i in own.json()["items"]} == set(c.b_knowledge)
+        _leak_free(c, own.content.decode())
+    tenancy_ignored(c, client, key, "GET", "knowledge")
+    # Sanity: A's own agent does list A's rows, so the emptiness above is isolation.
+    mine = api(client, c.keys["scribe"], "GET", "knowledge", query={"scope": SOCIAL})
+    assert "acmeonly" in mine.content.decode().lower()
+
+
+def case_knowledge_detail(c: Corpus, client: APIClient) -> None:
+    public = c.cells[("about_scope", "public", "active")]
+    for real in (public, c.cells[("about_scope", "public", "superseded")],
+                 c.a_ids["k_provisional"], c.a_ids["k_held"]):
+        r = no_oracle(c, client, c.keys["mallory"], "GET", "knowledge/{id}", real)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    owner_sees_it(client, c.keys["scribe"], "GET", "knowledge/{id}", public)
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", f"knowledge/{public}")
+
+
 CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("auth-token", "POST"): case_auth_token,
     ("auth-token-revoke", "POST"): case_auth_token_revoke,
@@ -513,6 +555,8 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("erasure", "POST"): case_erasure,
     ("admin-dead-letters", "GET"): case_dead_letters,
     ("admin-dead-letter-retry", "POST"): case_dead_letter_retry,
+    ("knowledge", "GET"): case_knowledge_list,
+    ("knowledge-detail", "GET"): case_knowledge_detail,
 }
 
 
@@ -608,6 +652,24 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         r = Reader(account_id=c.world.account.id, posture="peer", peer_id=c.world.subject.id)
         assert not Knowledge.objects.filter(ksel.sensitivity_q(r) & ksel.lifecycle_q(r)).filter(
             account_id=c.world.account.id).exists()
+
+    def listing(c: Corpus) -> None:  # listing_states / listing_q / readable_scopes_q too
+        from knowledge.models import Knowledge
+
+        a_scope, _b, acct = _b_context(c)
+        every = tuple(ksel.LISTING_STATES)
+        assert ksel.listing_states(states=every, as_subject=False) == every
+        for reader in (internal_reader(acct), forged(c)):
+            page = ksel.knowledge_listing(reader=reader, states=every, limit=200)
+            assert {str(k.id) for k in page.items} <= set(c.b_knowledge)
+            assert not ksel.knowledge_listing(reader=reader, scope=a_scope, limit=200).items
+            assert not Knowledge.objects.filter(ksel.listing_q(reader, states=every))\
+                .filter(ksel.readable_scopes_q(reader), account_id=c.world.account.id).exists()
+            for kid in (c.cells[("about_scope", "public", "active")], c.a_ids["k_held"]):
+                raises(NotFound, lambda kid=kid, reader=reader: ksel.knowledge_listed(
+                    reader=reader, knowledge_id=kid, as_subject=True))
+        assert {str(k.id) for k in ksel.knowledge_listing(
+            reader=internal_reader(acct), limit=200).items} == set(c.b_knowledge)
 
     def curator_queue(c: Corpus) -> None:
         _, b, _ = _b_context(c)
@@ -722,6 +784,11 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "knowledge.selectors.lifecycle_q": q_builders,
         "knowledge.selectors.visible_knowledge": visible_knowledge,
         "knowledge.selectors.knowledge_for_read": knowledge_for_read,
+        "knowledge.selectors.listing_states": listing,
+        "knowledge.selectors.listing_q": listing,
+        "knowledge.selectors.readable_scopes_q": listing,
+        "knowledge.selectors.knowledge_listing": listing,
+        "knowledge.selectors.knowledge_listed": listing,
         "governance.selectors.parse_limit": paging_helpers,
         "governance.selectors.paginate": paging_helpers,
         "governance.selectors.curator_queue": curator_queue,

@@ -345,6 +345,102 @@ def test_curators_and_admins_never_see_another_subjects_provisional_rows(corpus)
         assert not (_ids_in(mine.json()) & alice_prov)
 
 
+# --- the knowledge listing (GET /knowledge, /knowledge/<id>) ----------------------------
+
+# Seed memory-model.txt, column "Visibility: subject / member / curator / admin": the
+# member column - the history a reader may list beyond search's usable states (still
+# under the sensitivity rule of "A read is performed for a peer").
+MEMBER_SEES: dict[str, bool] = {
+    "proposed": False, "active": True, "provisional": False, "held": False,
+    "needs_revalidation": True, "superseded": True, "expired": True, "rejected": False,
+    "contested": False, "redacted": False, "stale": False, "retracted": False,
+}
+LISTING_POSTURES = sorted(n for n, p in POSTURES.items() if p.posture != "internal")
+HUMAN_POSTURES = ("password_session", "human_token")  # credentials that are the subject
+
+
+def expected_listed(p: Posture, cell: Cell, *, states: str, scoped: bool) -> bool:
+    """`states`: "usable" (no filter: search's table), "member" (every state the listing
+    offers any reader) or "all" (a human reading as themself adds their own rows in every
+    state: the subject column)."""
+    audience, sensitivity, state = cell
+    subject = AUDIENCES[audience][0]
+    if state == "active_expired":
+        return False  # lifecycle-hidden at read time under every filter
+    if state == "active_sibling_scope":
+        if scoped:
+            return False  # a read at a scope never selects a sibling
+        cell, state = (audience, sensitivity, "active"), "active"
+    if states == "usable":
+        return expected_visible(p, cell)
+    own = p.reads_for is not None and subject == p.reads_for
+    if states == "all" and own:
+        return True
+    state_ok = MEMBER_SEES[state] or (state == "provisional" and own)
+    return state_ok and audience_class(audience, p.reads_for) in SEES[p.posture][sensitivity]
+
+
+def _list_all(c: Corpus, p: Posture, **query: str) -> tuple[set[str], Any]:
+    client, key = _client(c, p), c.keys.get(p.key or "")
+    got: set[str] = set()
+    cursor = None
+    while True:
+        page = dict(query, limit="200", **({"cursor": cursor} if cursor else {}))
+        if p.peer_key:
+            page["peer_key"] = p.peer_key
+        r = api(client, key, "GET", "knowledge", query=page)
+        if r.status_code != 200:
+            return got, r
+        assert r.json()["reader_posture"] == p.posture
+        got |= {i["id"] for i in r.json()["items"]}
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            return got, r
+
+
+@pytestmark_db
+@pytest.mark.parametrize("name", LISTING_POSTURES)
+def test_knowledge_listing_matches_the_seed(corpus, name):
+    c, p = corpus, POSTURES[name]
+    every_state = ",".join(STATES)
+    member_states = ",".join(s for s in STATES if MEMBER_SEES[s] or s == "provisional")
+    for states, query, scoped in (
+            ("usable", {"scope": SOCIAL}, True), ("usable", {}, False),
+            ("member", {"state": member_states}, False),
+            ("member", {"state": member_states, "scope": SOCIAL}, True),
+            ("all", {"state": every_state}, False)):
+        got, r = _list_all(c, p, **query)
+        if states == "all" and name not in HUMAN_POSTURES:
+            # Subject-only states are refused outright for everyone but the subject.
+            assert r.status_code == 400 and r.json()["error"]["code"] == "state_not_visible"
+            continue
+        assert r.status_code == 200, (states, r.content)
+        want = {kid for cell, kid in c.cells.items()
+                if expected_listed(p, cell, states=states, scoped=scoped)}
+        assert want or p.posture == "public_only"
+        assert not _diff(c, _cell_ids(c, got), want), (states, query)
+
+
+@pytestmark_db
+@pytest.mark.parametrize("name", ["named_peer_on_agent_key", "peerless_key", "human_token"])
+def test_knowledge_detail_is_404_exactly_where_the_listing_hides_a_row(corpus, name):
+    c, p = corpus, POSTURES[name]
+    client, key = _client(c, p), c.keys.get(p.key or "")
+    states = "all" if name in HUMAN_POSTURES else "member"
+    query = {"peer_key": p.peer_key} if p.peer_key else None
+    wrong = []
+    for cell, kid in c.cells.items():
+        r = api(client, key, "GET", f"knowledge/{kid}", query=query)
+        if expected_listed(p, cell, states=states, scoped=False):
+            ok = r.status_code == 200 and r.json()["knowledge"]["id"] == kid
+        else:
+            ok = (r.status_code, r.json()) == (404, {"error": {
+                "code": "not_found", "message": "knowledge not found"}})
+        if not ok:
+            wrong.append(cell)
+    assert not wrong
+
+
 # --- diagnostics leak nothing -----------------------------------------------------------
 
 def _normalise(body: Any) -> Any:

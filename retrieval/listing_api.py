@@ -1,0 +1,112 @@
+"""GET /api/v1/knowledge and /api/v1/knowledge/<id>: governed statements for a reader.
+
+Thin views over knowledge.selectors.knowledge_listing / knowledge_listed. The reader is
+built exactly as for search (reader_for: `peer_key` within the credential's act-for
+grant; an unknown key is 400 `unknown_peer_key`), a named scope is authorised by
+scope_for_read (unauthorised and missing scopes are the same 404), and visibility is the
+search filter, widened by a `state` filter only to what docs/lifecycle.md lets the reader
+inspect. A statement the reader may not see is absent from the list and a 404 on detail.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from knowledge import selectors
+from knowledge.models import Knowledge
+from memhouse.authentication import principal_of
+from memhouse.principal import Principal, Reader
+
+
+def _ts(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def listed_knowledge_out(k: Knowledge) -> dict[str, Any]:
+    """The knowledge response fields (the shape of /me/knowledge): statement, subject,
+    provenance count (the sources themselves come from POST /lineage, which applies
+    source visibility), confidence, sensitivity, belief and valid time, state and
+    verification."""
+    return {
+        "id": str(k.id), "statement": k.statement,
+        "subject": k.subject_peer.key if k.subject_peer is not None else None,
+        "scope": k.scope.path,
+        "held_scope": k.held_scope.path if k.held_scope is not None else None,
+        "kind": k.kind, "level": k.level, "confidence": k.confidence,
+        "sensitivity": k.sensitivity, "state": k.state, "state_reason": k.state_reason,
+        "verification": k.verification, "source_count": k.source_count,
+        "inserted_at": _ts(k.inserted_at), "updated_at": _ts(k.updated_at),
+        "revalidate_after": _ts(k.revalidate_after), "expires_at": _ts(k.expires_at),
+        "relevant_from": _ts(k.relevant_from), "relevant_until": _ts(k.relevant_until),
+        "supersedes": str(k.supersedes_id) if k.supersedes_id else None,
+        "lifecycle_doc": f"/docs/lifecycle.md#{k.state}",
+    }
+
+
+def _as_subject(principal: Principal, reader: Reader) -> bool:
+    """A human credential reading as itself sees its own rows in every state (the
+    contract's subject column); an agent acting for that human does not."""
+    return principal.is_human and reader.peer_id == principal.peer.id
+
+
+class _ReaderQuery(serializers.Serializer):
+    peer_key = serializers.CharField(max_length=200, required=False)
+
+
+class KnowledgeListApi(APIView):
+    """GET ?scope&peer_key&state&kind&subject&updated_since&cursor&limit"""
+
+    class InputSerializer(_ReaderQuery):
+        scope = serializers.CharField(max_length=500, required=False)
+        state = serializers.CharField(max_length=500, required=False)
+        kind = serializers.ChoiceField(choices=Knowledge.Kind.choices, required=False)
+        subject = serializers.CharField(max_length=200, required=False)
+        updated_since = serializers.DateTimeField(required=False)
+        cursor = serializers.CharField(max_length=500, required=False)
+        limit = serializers.IntegerField(min_value=1, max_value=selectors.LISTING_MAX_LIMIT,
+                                         default=selectors.LISTING_DEFAULT_LIMIT)
+
+    @extend_schema(operation_id="v1_knowledge_list", parameters=[InputSerializer])
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        data = self.InputSerializer(data={k: params.get(k) for k in params})
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        principal = principal_of(request)
+        reader = selectors.reader_for(principal=principal, peer_key=v.get("peer_key"))
+        scope = selectors.scope_for_read(reader=reader, path=v["scope"]) if v.get(
+            "scope") else None
+        as_subject = _as_subject(principal, reader)
+        # `state` may repeat or be comma-separated: ?state=active,superseded
+        raw_states = [s for value in params.getlist("state") for s in value.split(",")]
+        states = selectors.listing_states(states=raw_states, as_subject=as_subject)
+        page = selectors.knowledge_listing(
+            reader=reader, scope=scope, states=states, as_subject=as_subject,
+            kind=v.get("kind"), subject_key=v.get("subject"),
+            updated_since=v.get("updated_since"), cursor=v.get("cursor"), limit=v["limit"])
+        return Response({"items": [listed_knowledge_out(k) for k in page.items],
+                         "next_cursor": page.next_cursor, "reader_posture": reader.posture})
+
+
+class KnowledgeDetailApi(APIView):
+    """GET ?peer_key: one statement, or the same 404 as an unknown id."""
+
+    @extend_schema(operation_id="v1_knowledge_retrieve", parameters=[_ReaderQuery])
+    def get(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        data = _ReaderQuery(data={"peer_key": request.query_params["peer_key"]}
+                            if "peer_key" in request.query_params else {})
+        data.is_valid(raise_exception=True)
+        principal = principal_of(request)
+        reader = selectors.reader_for(principal=principal,
+                                      peer_key=data.validated_data.get("peer_key"))
+        item = selectors.knowledge_listed(reader=reader, knowledge_id=knowledge_id,
+                                          as_subject=_as_subject(principal, reader))
+        return Response({"knowledge": listed_knowledge_out(item),
+                         "reader_posture": reader.posture})
