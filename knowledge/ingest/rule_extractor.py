@@ -158,7 +158,7 @@ _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 
 _REL_BODY = rf"""
-(?:(?P<prefix>since|until|till|through|from)\s+)?
+(?:(?P<prefix>since|until|till|through|from|starting(?:\s+from)?|beginning|effective|as\s+of)\s+)?
 (?:
   (?P<fixed>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|tonight
      |tomorrow|this\s+(?:morning|afternoon|evening)|last\s+night|(?:earlier|later)\s+today
@@ -412,7 +412,8 @@ def _season(rel: str, season: str, local: datetime) -> _Window:
 
 def _apply_prefix(window: _Window, prefix: str | None) -> tuple[datetime | None, datetime | None]:
     prefix = (prefix or "").lower()
-    if prefix in ("since", "from"):
+    if prefix in ("since", "from", "beginning", "effective", "as of") or prefix.startswith(
+            "starting"):  # "starting next week": from then on, not only that week
         return window.start, None
     if prefix in ("until", "till", "through", "by"):
         return None, window.end

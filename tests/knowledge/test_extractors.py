@@ -383,6 +383,13 @@ def test_requests_that_state_nothing_stay_out(text: str) -> None:
     assert extract(text) == []
 
 
+def test_starting_a_date_opens_valid_time_from_then_on() -> None:
+    # "starting next week" is from then on, not only during that week.
+    claim = only("Starting next month I work from home on Fridays.")
+    assert claim.statement == "Caroline works from home on Fridays."
+    assert (claim.relevant_from, claim.relevant_until) == (d(2023, 6, 1), None)
+
+
 @pytest.mark.parametrize(
     ("text", "statement", "window"),
     [
