@@ -121,8 +121,9 @@ yo hey talk ttyl brb gtg omg ooh aha indeed right exactly totally true agreed sa
 too me much lot very so really all set done just checking in
 """)
 _ATTRIBUTION = re.compile(
-    r"^\s*[\w.' -]{1,60}? (?:said|says|told [\w.' -]{1,60}?)"
-    r"(?::|,)?\s+", _I)
+    # "told Nina Petrova he..." takes the whole name, not just "Nina".
+    r"^\s*[\w.' -]{1,60}? (?:said|says|told (?:(?-i:[A-Z][\w.'-]*)(?: (?-i:[A-Z][\w.'-]*)){0,2}"
+    r"|[\w.' -]{1,60}?))(?::|,)?\s+", _I)
 _STOPWORDS = _words("""
 a an the and or but if so of to in on at by for with from as into onto than then that this
 these those it its it's is are was were be been being am do does did done have has had

@@ -238,7 +238,7 @@ UPDATE_CUES = re.compile(
 
 # How close two statements must be, in the default embedding space, to be about the same
 # thing; below it a shared slot word is a coincidence.
-SINGLE_MIN_COSINE = 0.4
+SINGLE_MIN_COSINE = 0.15
 MULTI_MIN_COSINE = 0.5
 CANDIDATE_LIMIT = 200
 CANDIDATE_STATES = (lifecycle.ACTIVE, lifecycle.PROVISIONAL, lifecycle.NEEDS_REVALIDATION)
@@ -612,6 +612,12 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
             loose.append(index)
     if not shared and not loose and not given_up and not changed:
         return None
+    # A frame, its holder and a new value already tie a pair: closeness is then read on
+    # the claims themselves too ("Ravi told Nina he transferred to the Chicago office"
+    # is far from "Ravi works out of the Austin office" only through its attribution).
+    bodies = {index: cos for (index, _, _), cos in zip(shared, cosines(
+        body, [claim_body(olds[index]) for index, _, _ in shared]), strict=True)} \
+        if shared else {}
     pairs = [*shared, *((index, "cue", False) for index in loose),
              *((index, "abandoned", False) for index in given_up),
              *((index, "change", False) for index in changed)]
@@ -619,6 +625,7 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
     cue = has_update_cue(statement)
     best: tuple[int, str, float, bool] | None = None
     for (index, slot, is_single), cos in zip(pairs, scores, strict=True):
+        cos = max(cos, bodies.get(index, cos)) if is_single else cos
         floor = (STRONG_CUE_MIN_COSINE if slot == "cue" else
                  ABANDON_MIN_COSINE if slot == "abandoned" else
                  CHANGE_MIN_COSINE if slot == "change" else

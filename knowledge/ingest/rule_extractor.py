@@ -1031,6 +1031,14 @@ _REQUEST_TAILS = (
 )
 
 
+# A clause announcing that a thing changed names what a following "it's ..." is about.
+_CHANGED_THING = re.compile(
+    r"\s*(?P<thing>(?:(?-i:[A-Z])[\w'-]*(?:'s|\u2019s)|my|our|his|her|their|the)"
+    r"(?: [a-z][\w-]*){1,3}?) (?:has |have |had |was |got |just |also )?(?:been )?"
+    r"(?:changed|moved|switched|rescheduled|updated|changed again)\b[\s,;]*$", re.I)
+_IT_IS = re.compile(r"^it(?=(?:'s|\u2019s| is| was| will be|'ll be)\b)", re.I)
+
+
 def _request_as_statement(text: str) -> str:
     for pattern, replacement in _REQUESTS:
         match = pattern.match(text)
@@ -1890,10 +1898,14 @@ class RuleBasedExtractor:
             previous_vocatives = vocatives
             if _is_question(sentence):
                 continue
+            antecedent: str | None = None
             for c_start, c_end in _clauses(text, s_start, s_end, peers):
-                claim = self._clause(message, text, c_start, c_end, peers, local, addressees)
+                claim = self._clause(message, text, c_start, c_end, peers, local, addressees,
+                                     antecedent)
                 if claim is not None:
                     claims.append(claim)
+                changed = _CHANGED_THING.match(text[c_start:c_end])
+                antecedent = changed.group("thing") if changed else None
         return claims
 
     def _clause(
@@ -1905,6 +1917,7 @@ class RuleBasedExtractor:
         peers: _Peers,
         local: datetime,
         addressees: list[str],
+        antecedent: str | None = None,
     ) -> ExtractedClaim | None:
         start, end = _strip_span(text, start, end)
         if start >= end:
@@ -1929,6 +1942,9 @@ class RuleBasedExtractor:
         work = _CASUAL.sub(_casual, work)
         work = _WRAPPER.sub("", work)
         work = _request_as_statement(work)
+        if antecedent:  # "Lena's number changed, it's 555-0123 now"
+            work = _IT_IS.sub(antecedent, re.sub(r"^it(?:'s|\u2019s)\b", "it is", work,
+                                                 flags=re.I), count=1)
         work, count = _HEDGE_REMOVE.subn("", work)
         hedged = hedged or count > 0
         work = _INLINE_FILLER.sub("", work)

@@ -383,6 +383,14 @@ def test_requests_that_state_nothing_stay_out(text: str) -> None:
     assert extract(text) == []
 
 
+def test_it_after_a_change_names_the_changed_thing() -> None:
+    statements = [c.statement for c in extract("My number changed, it's 555-0123 now.")]
+    assert statements == ["Caroline's number changed.", "Caroline's number is 555-0123 now."]
+    # Only a change announces what "it" is: elsewhere "it" stays unresolved.
+    assert [c.statement for c in extract("I love this song, it's so good.")] == [
+        "Caroline loves this song."]
+
+
 def test_starting_a_date_opens_valid_time_from_then_on() -> None:
     # "starting next week" is from then on, not only during that week.
     claim = only("Starting next month I work from home on Fridays.")
