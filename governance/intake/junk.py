@@ -46,7 +46,8 @@ _STACK_TRACE = re.compile(
     r"|^\s+at .+\(?[\w./\\-]+\.(?:js|ts|mjs|cjs):\d+:\d+\)?"  # JavaScript frames
     r"|^Exception in thread \""
     r"|^panic: |^goroutine \d+ \["
-    r"|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::|$)"  # ValueError: bad / KeyError
+    r"|^\s*(?:(?:Uncaught|Unhandled|Fatal|E)\s+)?(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)"
+    r"(?::|$)"  # ValueError: bad / KeyError / Uncaught TypeError: ...
     , _M)
 _TIMESTAMP = (r"(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
               r"|[A-Z][a-z]{2} {1,2}\d{1,2} \d{2}:\d{2}:\d{2}"  # syslog
@@ -81,30 +82,111 @@ _CRON = re.compile(
     r"|\b(?:job|task|run|build|backup|sync|deploy(?:ment)?|pipeline)\b[^.]{0,40}?"
     r"\b(?:finished|completed|succeeded|failed|done)\b[^.]{0,20}?\bin \d+(?:\.\d+)?\s*"
     r"(?:ms|s|sec|seconds|m|min)\b"
-    r"|\b\d+ (?:files|rows|records|objects|items) (?:processed|synced|copied|uploaded"
-    r"|written|deleted|indexed)\b", _I)
+    r"|\b\d+ (?:files|rows|records|objects|items|contacts|messages|emails|events|entries"
+    r"|documents|tickets|users) (?:processed|synced|copied|uploaded|written|deleted|indexed"
+    r"|imported|exported|fetched|backed up)\b"
+    r"|^\W*(?:synced|processed|copied|uploaded|indexed|imported|exported|fetched|backed up"
+    r"|archived|deleted|purged) \d+ \w+"
+    r"|\b\d+ (?:succeeded|failed|passed|skipped|errors?|warnings?)\b[,;]\s*\d+ (?:succeeded"
+    r"|failed|passed|skipped|errors?|warnings?)\b", _I | _M)
 _BOOT = re.compile(
     r"\b(?:session|state|cache|snapshot|checkpoint) (?:restored|loaded|saved|flushed)\b"
     r"|\b\d+ (?:plugins?|modules?|extensions?|handlers?|workers?|routes?|models?|tools?)"
     r" (?:registered|loaded|initiali[sz]ed|started|mounted|enabled)\b"
+    r"|\b(?:registered|loaded|initiali[sz]ed|started|mounted|enabled) \d+ (?:plugins?|modules?"
+    r"|extensions?|handlers?|workers?|routes?|models?|tools?)\b"
     r"|\blistening on (?:port |https?://|\d|\[|0\.0\.0\.0|localhost)"
     r"|\b(?:server|service|daemon|worker|app(?:lication)?) (?:started|starting|ready|"
     r"stopped|shutting down|booted)\b"
     r"|\b(?:loaded|loading|reloaded|parsed|read) (?:config(?:uration)?|settings|env(?:ironment)?)"
     r"(?: file)? from\b|\bconfig(?:uration)? (?:loaded|reloaded|parsed)\b"
     r"|\bmigrations? (?:applied|complete)\b|\bready in \d+(?:\.\d+)?\s*m?s\b"
-    r"|\b(?:initiali[sz]ation|startup|boot) (?:complete|completed|finished|done)\b", _I)
+    r"|\b(?:initiali[sz]ation|startup|boot) (?:complete|completed|finished|done)\b"
+    r"|\bshutting down(?: gracefully)?\b|\bgraceful(?:ly)? shut ?down\b"
+    r"|\breceived sig[a-z]{2,5}\b|\bsig(?:term|kill|int|hup|segv) received\b", _I)
 _TOOL_ECHO = re.compile(
     r"\b(?:calling|invoking|running|executing) (?:the )?(?:tool|function)\b"
     r"|\b(?:tool|function)[_ ]call\b|\btool[_ ]result\b|\"(?:tool|tool_name|function"
     r"|arguments|args|tool_calls)\"\s*:|</?tool_call>|^\s*\[tool[:\]]"
-    r"|\b\w+\((?:\w+=[^,()]+,?\s*)+\)\s*(?:->|returned)", _I | _M)
+    r"|\b\w+\((?:\w+=[^,()]+,?\s*)+\)\s*(?:->|returned)"
+    r"|\b(?:function|tool|method|api|endpoint|call) [\w.]*[_.][\w.]+\b[^.]{0,20}?\b(?:returned"
+    r"|responded|failed|succeeded|raised|threw)\b"
+    r"|^\s*[\w.]*_[\w.]+\s*(?:\(\))?\s*(?:returned|->)", _I | _M)
 _SYSTEM_PROMPT = re.compile(
-    r"^\s*you are (?:a|an|the) [^.]{0,60}\b(?:assistant|agent|bot|chatbot|model|ai|"
+    r"^\s*you are (?:(?-i:[A-Z])\w*,?\s+)?(?:a|an|the) [^.]{0,60}\b(?:assistant|agent|bot"
+    r"|chatbot|model|ai|"
     r"expert|tutor|copilot)\b"
     r"|\bas an ai(?: language)? model\b|\bsystem prompt\b"
     r"|^\s*your (?:task|role|job|goal) is to\b|\b(?:always|only) respond (?:in|with)\b"
-    r"|\bdo not (?:reveal|disclose) (?:these|your|the) (?:instructions|prompt)\b", _I | _M)
+    r"|\b(?:do not|don't|never) (?:reveal|disclose|share|repeat) (?:these|your|the|this)"
+    r" (?:instructions|prompt|system prompt|rules)\b", _I | _M)
+
+# Shell prompts, SQL, diffs, HTTP status lines: text a program reads or writes.
+_CODE = re.compile(
+    r"^\s*[$#>] (?:sudo |\.?/)?[\w.-]+(?: -{1,2}[\w-]+| \S+)*\s*$"
+    r"|^\s*(?-i:SELECT\b.+\bFROM|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE (?:TABLE|INDEX)"
+    r"|ALTER TABLE|DROP TABLE)\b"
+    r"|^diff --git |^@@ -\d+(?:,\d+)? \+\d+|^index [0-9a-f]{7,}\.\.[0-9a-f]{7,}"
+    r"|^\s*HTTP/\d(?:\.\d)? \d{3}\b|^\s*[1-5]\d\d (?-i:[A-Z][a-z]+(?: [A-Z][a-z]+){0,3})\W*$"
+    r"|\b\d+ files? changed\b|\b\d+ insertions?\(\+\)|\b\d+ deletions?\(-\)", _I | _M)
+# Progress and retry lines.
+_PROGRESS = re.compile(
+    r"\b\d{1,3}(?:\.\d+)?\s*% (?:complete|completed|done|finished|downloaded|uploaded)\b"
+    r"|\b(?:attempt|retry|try) \d+ ?(?:of|/) ?\d+\b|\bretrying in \d+|\btimed out after \d+"
+    r"|\bbacking off (?:for )?\d+"
+    r"|\b(?:restarting|rebooting|reconnecting|retrying|resuming|shutting down) in \d+"
+    r"|\b(?:downloading|uploading|installing|compiling|building|indexing|syncing|loading)\b"
+    r"[^.]{0,40}?\d+(?:\.\d+)?\s*%", _I)
+# What chat apps and mail clients add around a message, whoever "sends" it.
+_APP_TEXT = re.compile(
+    r"^\s*sent from my (?:iphone|ipad|android|galaxy|pixel|mobile|phone|blackberry)\b"
+    r"|^\s*(?:auto-?reply|automatic reply|out of office(?: reply)?|autoresponder)\s*:"
+    r"|^\s*get outlook for\b|\b(?:is|are) typing\s*(?:\.{3}|\u2026)?\s*$"
+    r"|^\s*(?:this )?message (?:was |has been )?(?:deleted|removed|unsent|edited)\W*$"
+    r"|\btest message\b|\bplease ignore (?:this|that|it)?\b|^\s*please ignore\b"
+    r"|^\s*\[(?:bot|automated|auto-?reply|system|notification|alert|cron|ci)\]", _I | _M)
+# Software telling its own state: "Message deleted", "Connection to db-01 closed by remote
+# host", "Memory saved", "Request timed out" (short, agentless, about a software thing).
+_SOFTWARE_STATE = re.compile(
+    r"^\W*(?:the |your |a )?(?:\w+ ){0,2}(?:message|memory|memories|file|files|session|connection"
+    r"|request|job|task|build|deploy(?:ment)?|backup|sync|upload|download|cache|record|entry"
+    r"|webhook|token|socket|process|container|pod|node|service|server|database|db|query"
+    r"|transaction|migration|snapshot|index|document|attachment|draft|notification|email"
+    r"|e-mail|password|certificate|cert|invite|invitation|verification)\b"
+    r"[^.!?]{0,40}?\b(?:deleted|saved|created|updated|closed|opened|failed|passed|succeeded"
+    r"|completed|timed out|restored|synced|uploaded|downloaded|expired|queued|started"
+    r"|stopped|archived|refused|reset|killed|restarted|evicted|terminated|crashed"
+    r"|disconnected|reconnected|established|unreachable|not found|cleared|flushed|purged"
+    r"|invalidated|rebuilt|refreshed|warmed|rotated|renewed|revoked|exceeded|sent|delivered"
+    r"|bounced|could not be \w+|expires?|expiring|complete|finished|successful|done)\b"
+    r"[^.!?]{0,40}[.!]?\s*$", _I)
+# The classic messages of operating systems and runtimes.
+_SYSTEM_ERROR = re.compile(
+    r"\b(?:segmentation fault|core dumped|quota exceeded|permission denied|no such file or"
+    r" directory|out of memory|connection (?:refused|reset)(?: by peer)?|broken pipe|command not"
+    r" found|bus error|stack overflow|too many open files|address already in use|disk full"
+    r"|no space left on device|operation not permitted|killed by signal)\b", _I)
+# Release and deploy notices: a version or a commit hash with a release verb.
+_RELEASE = re.compile(
+    r"\b(?:deployed|released|rolled (?:out|back)|published|merged|tagged|pushed|promoted)\b"
+    r"[^.]{0,60}?(?:\bv?\d+\.\d+\.\d+(?:[-+][\w.]+)?\b|\bcommit [0-9a-f]{7,40}\b"
+    r"|\b[0-9a-f]{7,40}\b(?=\)))", _I)
+# A level word opening a line: "Warning: deprecated API version in use".
+_LEVEL_PREFIX = re.compile(r"^\s*(?:warning|error|notice|info|debug|fatal|critical)\s*:\s",
+                           _I | _M)
+# Tokens only software writes: paths, versions, sizes and durations after a number,
+# identifiers with underscores, package names with versions.
+_TECHNICAL = re.compile(
+    r"(?:^|\s)/[\w.-]+(?:/[\w.-]+)*"
+    r"|\b\d+(?:\.\d+)?\s?(?:ms|gb|mb|kb|tb|gib|mib|kib)\b|\b\d+(?:\.\d+)?(?:s|m|h)\b"
+    r"|\bv?\d+\.\d+\.\d+\b|\b[a-z]+_[a-z_]+\b|\b[a-z][\w.-]*-\d+(?:\.\d+)+\b", _I)
+# Someone a statement can be about: a pronoun of a person (names are checked by the caller).
+_PERSON_WORD = re.compile(
+    r"\b(?:i|i'm|me|my|mine|we|our|us|you|your|he|him|his|she|her|they|them|their)\b", _I)
+# Readings of sensors and devices.
+_READING = re.compile(
+    r"\b(?:temperature|temp|humidity|battery|voltage|signal|pressure|co2|pm2\.5)\b"
+    r"[^.]{0,12}?-?\d+(?:\.\d+)?\s*(?:%|\u00b0\s*[cf]?|v|dbm|hpa|ppm|mbar)", _I)
 
 # A person speaking of themself ("I", "my", "we") in a sentence with a verb.
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|our|us)\b", _I)
@@ -173,19 +255,27 @@ def _symbol_heavy(text: str) -> bool:
     return wordy / len(tokens) < 0.4
 
 
-def machine_output(text: str) -> bool:
-    """True when `text` is output of a program rather than something a person said."""
+def machine_output(text: str, *, as_said: bool = True) -> bool:
+    """True when `text` is output of a program rather than something a person said.
+    `as_said`: `text` is the speaker's own words (pronouns intact), not a statement
+    rewritten in the third person, so a missing person word means something."""
     if not text or not text.strip():
         return False
     if (_STACK_TRACE.search(text) or _LOG_LINE.search(text) or _is_json_payload(text)
-            or _XML.match(text) or _is_yaml_block(text) or _TOOL_ECHO.search(text)):
+            or _XML.match(text) or _is_yaml_block(text) or _TOOL_ECHO.search(text)
+            or _CODE.search(text) or _PROGRESS.search(text) or _APP_TEXT.search(text)
+            or _LEVEL_PREFIX.search(text)):
         return True
+    if as_said and _TECHNICAL.search(text) and not _PERSON_WORD.search(text):
+        return True  # "Backup of /home finished: 2.3 GB in 4m"
     if len(_KEY_VALUE.findall(text)) >= 2:
         return True
     if _SYSTEM_PROMPT.search(text):
         return True
     lexical = (_METRIC.search(text) or _HEALTH.search(text) or _CRON.search(text)
-               or _BOOT.search(text))
+               or _BOOT.search(text) or _RELEASE.search(text) or _READING.search(text)
+               or _SYSTEM_ERROR.search(text)
+               or (_SOFTWARE_STATE.search(text) and len(text.split()) <= 14))
     if lexical and not _FIRST_PERSON.search(text):
         return True
     return _symbol_heavy(text) and not _FIRST_PERSON.search(text)
@@ -224,7 +314,7 @@ def junk_reason(*, statement: str, excerpt: str, message_text: str,
     for a document sentence), `names` lower-cased names of known peers (a name alone is
     no content)."""
     body = claim_body(statement)
-    if (excerpt and machine_output(excerpt)) or machine_output(body):
+    if (excerpt and machine_output(excerpt)) or machine_output(body, as_said=False):
         return MACHINE_OUTPUT
     # A pasted log or payload taints the whole message, but a person's own sentence
     # around it ("I'm stuck at the airport, here is the error: ...") stays.
@@ -232,6 +322,8 @@ def junk_reason(*, statement: str, excerpt: str, message_text: str,
         return MACHINE_OUTPUT
     if (message_text and phatic(message_text)) or phatic(body):
         return PHATIC
-    if not content_words(body, names=names):
+    # A number is content once there is a claim around it: "Sam is 42."
+    if not content_words(body, names=names) and not (
+            re.search(r"\d", body) and claim_body(statement) == statement):
         return FRAGMENT
     return None

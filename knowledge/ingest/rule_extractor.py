@@ -1000,6 +1000,9 @@ _WRAPPER = re.compile(
     r"|^(?:I\s+)?(?:have|must|gotta|got\s+to|'ve\s+got\s+to|can)\s+(?:to\s+)?(?:say|tell\s+you|admit)"
     r"\s*(?:that\s+|,\s*)?"
     r"|^(?:guess\s+what|you\s+know\s+what|fun\s+fact|news\s+flash)\s*[,:!-]*\s*"
+    # "Please remember that I don't eat pork": the fact is what follows.
+    r"|^(?:please\s+)?(?:remember|note|keep\s+in\s+mind|don't\s+forget|do\s+not\s+forget)"
+    r"\s+(?:that\s+)?(?=(?:I|my|we|our)\b)"
     # A label in front of the news: "Change of plans: ...", "Heads up - ...".
     r"|^(?:(?:a\s+)?(?:small\s+|slight\s+|quick\s+)?change\s+of\s+plans?|plans?\s+changed"
     r"|heads[\s-]+up|(?:quick\s+|small\s+)?update|fyi|btw|by\s+the\s+way|correction|reminder"
