@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import authenticate
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -152,10 +153,12 @@ class PersonApi(APIView):
     class InputSerializer(_PersonInput):
         active = serializers.BooleanField(required=False)
 
+    @extend_schema(operation_id="v1_person_retrieve")
     def get(self, request: Request, person_id: uuid.UUID) -> Response:
         return Response(people.person_row(principal=principal_of(request),
                                            person_id=person_id).as_dict())
 
+    @extend_schema(operation_id="v1_person_partial_update")
     def patch(self, request: Request, person_id: uuid.UUID) -> Response:
         p = principal_of(request)
         peer = people.person_get(principal=p, person_id=person_id)
@@ -173,6 +176,7 @@ class PersonInvitationApi(APIView):
 
     permission_classes = [IsHumanAdmin]
 
+    @extend_schema(operation_id="v1_person_invitation_create")
     def post(self, request: Request, person_id: uuid.UUID) -> Response:
         p = principal_of(request)
         peer = people.person_get(principal=p, person_id=person_id)

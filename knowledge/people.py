@@ -41,7 +41,7 @@ MAX_SCOPES = 50
 
 
 def invitation_ttl() -> timedelta:
-    return timedelta(hours=getattr(settings, "MEMHOUSE_INVITATION_TTL_HOURS", 72))
+    return timedelta(hours=settings.MEMHOUSE_INVITATION_TTL_HOURS)
 
 
 def role_of(peer: Peer) -> str:
