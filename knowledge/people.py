@@ -219,7 +219,8 @@ def scopes_revoke(*, peer: Peer, actor: str, paths: list[str]) -> Peer:
 @transaction.atomic
 def password_set(*, peer: Peer, password: str, actor: str, via: str = "admin") -> Peer:
     """Set or reset a person's password (an administrator, the command line, or an
-    invitation). Other console sessions end: Django ties them to the password hash."""
+    invitation). Their console sessions end (Django ties them to the password hash); a
+    reset by an administrator also revokes their login tokens."""
     if peer.kind != Peer.Kind.HUMAN:
         raise ApplicationError("agents_cannot_sign_in", "only humans have passwords")
     if peer.deactivated_at is not None:
@@ -239,7 +240,17 @@ def password_set(*, peer: Peer, password: str, actor: str, via: str = "admin") -
     if peer.user_id != user.pk:
         peer.user = user
         peer.save(update_fields=["user"])
-    _audit(peer, "person.password_set", actor, via=via)
+    revoked = 0
+    if via == "admin":
+        # A reset by someone else is what follows a leaked password: the login tokens
+        # minted with the old one die with it (the person's own change keeps them).
+        for cred in Credential.objects.filter(account_id=peer.account_id, peer=peer,
+                                              kind=Credential.Kind.TOKEN,
+                                              revoked_at__isnull=True):
+            services.credential_revoke(credential=cred, actor=actor)
+            revoked += 1
+    _audit(peer, "person.password_set", actor, via=via,
+           **({"tokens_revoked": revoked} if via == "admin" else {}))
     return peer
 
 

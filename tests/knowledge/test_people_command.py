@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
 
-from knowledge import people
+from knowledge import people, services
 from knowledge.models import AuditEntry, Peer
 from memhouse.tenancy import account_context, rebind_account_for_tests
 
@@ -58,9 +58,14 @@ def test_grants_roles_passwords_and_deactivation(world: Any, monkeypatch: Any) -
         run(monkeypatch, *acme, "revoke-grant", "bob", "/marketing/social")
     out = run(monkeypatch, *acme, "set-role", "bob", "admin")
     assert "bob is now admin" in out
+    rebind_account_for_tests(world.account.id)
+    token = services.token_issue(peer=world.member)[0]
     run(monkeypatch, *acme, "set-password", "bob", "--password-stdin",
         stdin="bob-other-pass-9\n")
     assert authenticate(username="bob", password="bob-other-pass-9") is not None
+    rebind_account_for_tests(world.account.id)
+    token.refresh_from_db()
+    assert token.revoked_at is not None  # a reset ends the login tokens of the old one
     with pytest.raises(CommandError, match="weak_password"):
         run(monkeypatch, *acme, "set-password", "bob", "--password-stdin", stdin="x\n")
     with pytest.raises(CommandError, match="no terminal"):
