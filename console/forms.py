@@ -141,3 +141,58 @@ class BrowseForm(forms.Form):
                                       choices=[(s, s.replace("_", " ")) for s in lifecycle.STATES],
                                       widget=forms.CheckboxSelectMultiple)
     page = forms.IntegerField(required=False, min_value=1)
+
+
+# --- people (administrators), passwords, invitations ------------------------------------
+
+ROLE_CHOICES = [("member", "Member"), ("curator", "Curator"),
+                ("admin", "Administrator (also a curator)")]
+
+
+def _scope_list(text: str) -> list[str]:
+    """'/a, /b/c' or one per line -> ['/a', '/b/c'] (the service checks each exists)."""
+    return [p for p in (part.strip() for part in text.replace("\n", ",").split(",")) if p]
+
+
+class PersonForm(forms.Form):
+    role = forms.ChoiceField(choices=ROLE_CHOICES, label="Role")
+    scopes = forms.CharField(max_length=5000, label="Scopes", strip=True)
+    display_name = forms.CharField(required=False, max_length=200, label="Name", strip=True)
+
+    @property
+    def scope_list(self) -> list[str]:
+        return _scope_list(self.cleaned_data["scopes"])
+
+
+class InviteForm(PersonForm):
+    key = forms.CharField(max_length=200, label="Peer key", strip=True)
+    username = forms.CharField(required=False, max_length=150, label="Username", strip=True)
+
+
+class ActiveForm(forms.Form):
+    active = forms.ChoiceField(choices=[("yes", "active"), ("no", "deactivated")])
+
+
+class PasswordChangeForm(forms.Form):
+    current_password = forms.CharField(max_length=200, strip=False,
+                                       label="Current password")
+    new_password = forms.CharField(max_length=200, strip=False, label="New password")
+    new_password_again = forms.CharField(max_length=200, strip=False,
+                                         label="New password, again")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("new_password") != data.get("new_password_again"):
+            raise forms.ValidationError("The two new passwords differ.")
+        return data
+
+
+class InvitationAcceptForm(forms.Form):
+    password = forms.CharField(max_length=200, strip=False, label="Password")
+    password_again = forms.CharField(max_length=200, strip=False, label="Password, again")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("password") != data.get("password_again"):
+            raise forms.ValidationError("The two passwords differ.")
+        return data

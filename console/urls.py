@@ -6,6 +6,9 @@ app_name = "console"
 urlpatterns = [
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
+    # Invitees (not signed in yet): the link, then the password form without the token.
+    path("invitation/<str:token>/", views.invitation_open, name="invitation-open"),
+    path("invitation/", views.invitation, name="invitation"),
     path("", views.home, name="home"),
     path("lifecycle/", views.lifecycle_doc, name="lifecycle"),
     # Curators
@@ -19,8 +22,15 @@ urlpatterns = [
     path("knowledge/<uuid:knowledge_id>/edit/", views.knowledge_edit, name="knowledge-edit"),
     path("knowledge/merge/", views.knowledge_merge, name="knowledge-merge"),
     path("audit/", views.audit_log, name="audit"),
+    # Administrators
+    path("people/", views.people_page, name="people"),
+    path("people/invite/", views.people_invite, name="people-invite"),
+    path("people/<uuid:person_id>/", views.person_update, name="person-update"),
+    path("people/<uuid:person_id>/active/", views.person_active, name="person-active"),
+    path("people/<uuid:person_id>/invite/", views.person_invite, name="person-invite"),
     # Subjects
     path("me/", views.me, name="me"),
+    path("me/password/", views.me_password, name="me-password"),
     path("me/knowledge/<uuid:knowledge_id>/confirm/", views.me_confirm, name="me-confirm"),
     path("me/knowledge/<uuid:knowledge_id>/contest/", views.me_contest, name="me-contest"),
     path("me/knowledge/<uuid:knowledge_id>/redact/", views.me_redact, name="me-redact"),

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from governance import selectors, services
 from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
-from memhouse.authentication import IsHumanCurator, principal_of
+from memhouse.authentication import IsHuman, IsHumanCurator, principal_of
 from memhouse.principal import Principal
 
 
@@ -225,6 +225,8 @@ class CuratorContradictionApi(APIView):
 class MyKnowledgeApi(APIView):
     """GET ?cursor&limit: everything about me, in any scope and state."""
 
+    permission_classes = [IsHuman]  # an agent's key: 403 human_only
+
     def get(self, request: Request) -> Response:
         page = selectors.knowledge_about_me(principal=principal_of(request),
                                             **_page_args(request))
@@ -233,6 +235,8 @@ class MyKnowledgeApi(APIView):
 
 
 class MyKnowledgeConfirmApi(APIView):
+    permission_classes = [IsHuman]  # an agent's key: 403 human_only
+
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         p = principal_of(request)
         item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
@@ -248,6 +252,8 @@ class _ReasonInput(serializers.Serializer):
 class _SubjectReasonedActionApi(APIView):
     """POST {"reason"}: a subject's action on a statement about them (`act` is the
     service; it decides whether the reason is required)."""
+
+    permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
     InputSerializer = _ReasonInput
     act: Any = None
@@ -269,6 +275,8 @@ class MyKnowledgeContestApi(_SubjectReasonedActionApi):
 
 class MyKnowledgeCorrectApi(APIView):
     """POST {"statement", "reason"}: my statement is outdated; this is what is true now."""
+
+    permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
     class InputSerializer(_ReasonInput):
         statement = serializers.CharField(max_length=services.MAX_STATEMENT_CHARS)
@@ -294,6 +302,8 @@ class MyKnowledgeRedactApi(_SubjectReasonedActionApi):
 class MyQuestionsApi(APIView):
     """GET ?status=open|answered|expired&cursor&limit: questions put to me."""
 
+    permission_classes = [IsHuman]  # an agent's key: 403 human_only
+
     def get(self, request: Request) -> Response:
         page = selectors.questions_for_me(
             principal=principal_of(request),
@@ -305,6 +315,8 @@ class MyQuestionsApi(APIView):
 
 class QuestionAnswerApi(APIView):
     """POST {"answer": "yes"|"no"} (consent questions: "consent"|"decline")."""
+
+    permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
     class InputSerializer(serializers.Serializer):
         answer = serializers.CharField(max_length=20)

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import authenticate
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge import services
+from knowledge import people, services
 from memhouse import usage
-from memhouse.authentication import principal_for_user, principal_of
+from memhouse.authentication import IsHuman, IsHumanAdmin, principal_for_user, principal_of
 from memhouse.errors import ApplicationError, error_response
+from memhouse.fields import AwareDateTimeField, is_naive
 
 
 class AuthTokenApi(APIView):
@@ -60,6 +63,8 @@ class AuthTokenRevokeApi(APIView):
     """POST {"all": false}: revoke the login token this request is made with, or with
     {"all": true} every login token of the signed-in human."""
 
+    permission_classes = [IsHuman]  # agent keys: 403 human_only (an admin revokes those)
+
     class InputSerializer(serializers.Serializer):
         all = serializers.BooleanField(required=False, default=False)
 
@@ -67,10 +72,6 @@ class AuthTokenRevokeApi(APIView):
         p = principal_of(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        if not p.is_human:
-            raise ApplicationError("not_a_human", "only a human's login tokens are revoked "
-                                   "here; agent keys are revoked by an administrator",
-                                   status_code=403)
         if not data.validated_data["all"] and p.via != "token":
             raise ApplicationError("not_a_token", "this request is not made with a login "
                                    "token; send {\"all\": true} to revoke all of yours")
@@ -88,9 +89,117 @@ class WhoAmIApi(APIView):
             "via": p.via,
             "scopes": list(p.scope_paths),
             "curator": p.is_curator,
+            "admin": p.is_admin,
             # Whom this credential may name with peer_key (besides itself).
             "act_for": ("all" if p.act_for_all else list(p.act_for)) if p.is_machine else [],
         })
+
+
+# --- People (administrators) and one's own password -----------------------------------
+
+def _invitation_out(request: Request, cred: Any, token: str) -> dict[str, Any]:
+    # The token appears in this answer once; the console link is its only other use.
+    return {"token": token, "url": request.build_absolute_uri(f"/console/invitation/{token}/"),
+            "expires_at": cred.expires_at}
+
+
+class _PersonInput(serializers.Serializer):
+    role = serializers.ChoiceField(choices=list(people.ROLES), required=False)
+    scopes = serializers.ListField(child=serializers.CharField(max_length=500),
+                                   required=False, max_length=people.MAX_SCOPES)
+    display_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class PeopleApi(APIView):
+    """GET: the Account's people. POST {key, display_name, role, scopes, username,
+    invite}: add a person; with invite (default) the answer carries a one-time link."""
+
+    permission_classes = [IsHumanAdmin]
+
+    class InputSerializer(_PersonInput):
+        key = serializers.CharField(max_length=200)
+        username = serializers.CharField(max_length=150, required=False)
+        invite = serializers.BooleanField(required=False, default=True)
+
+    def get(self, request: Request) -> Response:
+        rows = people.people_list(principal=principal_of(request))
+        return Response({"people": [r.as_dict() for r in rows]})
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        actor = f"peer:{p.peer.key}"
+        peer = people.person_create(account_id=p.account_id, key=v["key"], actor=actor,
+                                    display_name=v.get("display_name", ""),
+                                    role=v.get("role", "member"),
+                                    scope_paths=v.get("scopes", ["/"]),
+                                    username=v.get("username"))
+        out: dict[str, Any] = {"person": people.person_row(principal=p, person_id=peer.pk)
+                               .as_dict()}
+        if v["invite"]:
+            cred, token = people.invitation_create(peer=peer, actor=actor)
+            out["invitation"] = _invitation_out(request, cred, token)
+        return Response(out, status=201)
+
+
+class PersonApi(APIView):
+    """GET one person; PATCH {role, scopes, display_name, active}. Deactivating
+    ({"active": false}) revokes their tokens, keys and console sessions at once."""
+
+    permission_classes = [IsHumanAdmin]
+
+    class InputSerializer(_PersonInput):
+        active = serializers.BooleanField(required=False)
+
+    @extend_schema(operation_id="v1_person_retrieve")
+    def get(self, request: Request, person_id: uuid.UUID) -> Response:
+        return Response(people.person_row(principal=principal_of(request),
+                                           person_id=person_id).as_dict())
+
+    @extend_schema(operation_id="v1_person_partial_update")
+    def patch(self, request: Request, person_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        peer = people.person_get(principal=p, person_id=person_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        people.person_update(peer=peer, actor=f"peer:{p.peer.key}", role=v.get("role"),
+                             scope_paths=v.get("scopes"), active=v.get("active"),
+                             display_name=v.get("display_name"))
+        return Response(people.person_row(principal=p, person_id=person_id).as_dict())
+
+
+class PersonInvitationApi(APIView):
+    """POST: a new one-time invitation link for this person (earlier ones stop working)."""
+
+    permission_classes = [IsHumanAdmin]
+
+    @extend_schema(operation_id="v1_person_invitation_create")
+    def post(self, request: Request, person_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        peer = people.person_get(principal=p, person_id=person_id)
+        cred, token = people.invitation_create(peer=peer, actor=f"peer:{p.peer.key}")
+        return Response(_invitation_out(request, cred, token), status=201)
+
+
+class MyPasswordApi(APIView):
+    """POST {current_password, new_password}: change one's own password."""
+
+    permission_classes = [IsHuman]  # agent keys: 403 human_only
+
+    class InputSerializer(serializers.Serializer):
+        current_password = serializers.CharField(max_length=200, trim_whitespace=False)
+        new_password = serializers.CharField(max_length=200, trim_whitespace=False)
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        people.password_change(peer=p.peer, current=data.validated_data["current_password"],
+                               new=data.validated_data["new_password"])
+        return Response({"changed": True})
 
 
 # --- Scopes and peers ------------------------------------------------------------------
@@ -136,7 +245,7 @@ class PeersApi(APIView):
 
         p = principal_of(request)
         rows = list(Peer.objects.filter(account_id=p.account_id).order_by("key")
-                    .values("key", "kind", "display_name"))
+                    .values("key", "kind", "display_name", "aliases"))
         return Response({"peers": rows})
 
     def post(self, request: Request) -> Response:
@@ -145,7 +254,8 @@ class PeersApi(APIView):
         data.is_valid(raise_exception=True)
         peer = services.peer_create(account_id=p.account_id, **data.validated_data)
         return Response({"key": peer.key, "kind": peer.kind,
-                         "display_name": peer.display_name}, status=201)
+                         "display_name": peer.display_name, "aliases": peer.aliases},
+                        status=201)
 
 
 # --- Ingest ----------------------------------------------------------------------------
@@ -173,7 +283,7 @@ class MessageInSerializer(serializers.Serializer):
                                help_text="client message id; resending it is a no-op")
     peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
     text = serializers.CharField(trim_whitespace=False, allow_blank=True)
-    occurred_at = serializers.DateTimeField(required=False)
+    occurred_at = AwareDateTimeField(required=False)
     metadata = serializers.DictField(required=False, default=dict)
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
@@ -340,9 +450,12 @@ class UsageApi(APIView):
                 since = parse_datetime(since_raw)
             except ValueError:  # well-formed but impossible, e.g. month 13
                 since = None
-            if since is None or since.tzinfo is None:
+            if since is None:
                 raise ApplicationError("invalid_since",
                                        "since must be an ISO 8601 time with a time zone")
+            if is_naive(since):
+                raise ApplicationError("naive_datetime", "since must include a time zone, "
+                                       "e.g. 2026-05-01T00:00:00Z", details={"field": "since"})
             rows = rows.filter(created_at__gte=since)
         if p.is_admin:
             scope = "account"

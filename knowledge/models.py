@@ -63,8 +63,17 @@ class Scope(AccountOwned):
         return self.path
 
 
+def default_scope_paths() -> list[str]:
+    return ["/"]
+
+
 class Peer(AccountOwned):
-    """One participant: a human (signs in with a password) or an agent (uses API keys)."""
+    """One participant: a human (signs in with a password) or an agent (uses API keys).
+
+    A human's role is the pair (is_curator, is_admin): member (neither), curator, or
+    admin (both; knowledge.people). `scope_paths` are the scopes a person may use
+    (descendants included), whichever credential they sign in with; a deactivated person
+    (`deactivated_at`) can neither sign in nor use a token or key."""
 
     class Kind(models.TextChoices):
         HUMAN = "human"
@@ -78,6 +87,8 @@ class Peer(AccountOwned):
                                 on_delete=models.PROTECT, related_name="peer")
     is_curator = models.BooleanField(default=False)
     is_admin = models.BooleanField(default=False)
+    scope_paths = models.JSONField(default=default_scope_paths)
+    deactivated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -102,6 +113,9 @@ class Credential(AccountOwned):
     class Kind(models.TextChoices):
         API_KEY = "api_key"  # long-lived, per peer (agents) or peerless (machine keys)
         TOKEN = "token"  # short-lived, minted for a human after a password login
+        # One-time and expiring: the invitee sets their password with it in the console
+        # (knowledge.people). Never accepted as an API credential.
+        INVITATION = "invitation"
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
     peer = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.CASCADE,

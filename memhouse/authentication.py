@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
-from memhouse.principal import Principal
+from memhouse.principal import Principal, narrow_scopes
 from memhouse.tenancy import (
     AUTH_USER_SETTING,
     CREDENTIAL_PREFIX_SETTING,
@@ -56,15 +56,26 @@ def principal_for_key(raw: str) -> Principal:
     matches = hmac.compare_digest(expected, hash_secret(full))
     now = timezone.now()
     if (cred is None or not matches or cred.revoked_at is not None
-            or (cred.expires_at is not None and cred.expires_at <= now)):
+            or (cred.expires_at is not None and cred.expires_at <= now)
+            # An invitation only sets a password (console), never authenticates a call.
+            or cred.kind not in (Credential.Kind.API_KEY, Credential.Kind.TOKEN)):
         raise exceptions.AuthenticationFailed(_INVALID)
     set_account(cred.account_id)
     peer = Peer.objects.filter(pk=cred.peer_id).first() if cred.peer_id else None
+    if peer is not None and peer.deactivated_at is not None:
+        # Deactivation revokes the peer's credentials too; this holds even if one was
+        # minted afterwards.
+        raise exceptions.AuthenticationFailed(_INVALID)
+    scopes = tuple(cred.scope_paths or ["/"])
+    if peer is not None and peer.kind == Peer.Kind.HUMAN:
+        # A person's own grants bound every credential they hold, so revoking a grant
+        # takes effect on live tokens and keys at once.
+        scopes = narrow_scopes(scopes, tuple(peer.scope_paths or ()))
     if cred.last_used_at is None or now - cred.last_used_at > timedelta(minutes=1):
         Credential.objects.filter(pk=cred.pk).update(last_used_at=now)
     return Principal(account_id=cred.account_id, peer=peer,
                      via="token" if cred.kind == Credential.Kind.TOKEN else "api_key",
-                     scope_paths=tuple(cred.scope_paths or ["/"]), credential_id=cred.pk,
+                     scope_paths=scopes, credential_id=cred.pk,
                      act_for_all=cred.act_for_all, act_for=tuple(cred.act_for or ()))
 
 
@@ -74,10 +85,11 @@ def principal_for_user(user: Any) -> Principal | None:
 
     with narrow_lookup(AUTH_USER_SETTING, str(user.pk)):
         peer = Peer.objects.filter(user_id=user.pk).first()
-    if peer is None:
+    if peer is None or peer.deactivated_at is not None or not user.is_active:
         return None
     set_account(peer.account_id)
-    return Principal(account_id=peer.account_id, peer=peer, via="session")
+    return Principal(account_id=peer.account_id, peer=peer, via="session",
+                     scope_paths=tuple(peer.scope_paths or ()))
 
 
 class _NeedsTransaction:
@@ -125,6 +137,37 @@ class ConsoleSessionAuthentication(_NeedsTransaction, authentication.SessionAuth
 class IsAccountMember(permissions.BasePermission):
     def has_permission(self, request: Any, view: Any) -> bool:
         return isinstance(request.user, Principal)
+
+
+class IsHuman(permissions.BasePermission):
+    """Routes about the signed-in person (their knowledge, questions, tokens, password):
+    an agent's or a peerless key gets 403 `human_only`, not a 404 that hides the route."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if not isinstance(request.user, Principal):
+            return False  # 401 from DRF
+        from memhouse.errors import ApplicationError  # errors imports DRF settings: lazily
+
+        if not request.user.is_human:
+            raise ApplicationError("human_only", "this route is for people signed in with a "
+                                   "password or their login token; agent and machine keys "
+                                   "cannot use it", status_code=403)
+        return True
+
+
+class IsHumanAdmin(IsHuman):
+    """Account administration (people, roles, grants): 403 `human_only` for keys without a
+    person, 403 `admin_only` for people who are not administrators."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        if not super().has_permission(request, view):
+            return False
+        from memhouse.errors import ApplicationError
+
+        if not request.user.is_admin:
+            raise ApplicationError("admin_only", "only account administrators may manage "
+                                   "people, roles and scope grants", status_code=403)
+        return True
 
 
 class IsHumanCurator(permissions.BasePermission):

@@ -25,6 +25,21 @@ def ancestor_paths(path: str) -> list[str]:
     return [*out, "/"]
 
 
+def narrow_scopes(granted: tuple[str, ...] | list[str],
+                  allowed: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The scopes both lists reach (each list's roots include their descendants): what a
+    human's credential may use when the person's own grants are narrower than the
+    credential's. Empty when they share nothing."""
+    out: list[str] = []
+    for g in granted:
+        for a in allowed:
+            if path_within(g, a):
+                out.append(g)
+            elif path_within(a, g):
+                out.append(a)
+    return tuple(sorted(set(out)))
+
+
 @dataclass(frozen=True)
 class Principal:
     """An authenticated caller: its Account, its Peer (if any) and its scope grants."""

@@ -86,6 +86,14 @@ QUESTION_OUT: dict[str, Any] = {
     "knowledge": {"id": K1, "statement": STATEMENT, "state": "provisional", "scope": "/demo"},
 }
 
+PERSON_2 = "5b0c7d1e-8f2a-4c3b-9d4e-6f7a8b9c0d1e"
+PERSON = {"id": "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", "key": "caroline",
+          "display_name": "Caroline", "username": "caroline", "role": "curator",
+          "scopes": ["/"], "active": True, "has_password": True,
+          "invitation_expires_at": None, "created_at": NOW}
+INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00:00Z",
+              "url": "https://memhouse.example/console/invitation/mh_5e6f7a8b9c0d_Qw3.../"}
+
 # operationId -> {"status": success code, "request": body (when there is one),
 #                 "response": body, "summary": short name of the example}
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -98,8 +106,39 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_me_retrieve": {
         "status": 200,
         "response": {"peer_key": "scribe", "peer_kind": "agent", "via": "api_key",
-                     "scopes": ["/"], "curator": False},
+                     "scopes": ["/"], "curator": False, "admin": False, "act_for": "all"},
     },
+    "v1_me_password_create": {
+        "status": 200,
+        "request": {"current_password": "correct horse battery",
+                    "new_password": "staple battery horse correct"},
+        "response": {"changed": True},
+    },
+    "v1_people_retrieve": {
+        "status": 200,
+        "response": {"people": [PERSON, {**PERSON, "id": PERSON_2, "key": "erin",
+                                         "display_name": "Erin", "username": "erin",
+                                         "role": "member", "scopes": ["/demo"],
+                                         "has_password": False,
+                                         "invitation_expires_at": "2026-12-04T10:00:00Z"}]},
+    },
+    "v1_people_create": {
+        "status": 201,
+        "request": {"key": "erin", "display_name": "Erin", "role": "member",
+                    "scopes": ["/demo"]},
+        "response": {"person": {**PERSON, "id": PERSON_2, "key": "erin",
+                                "display_name": "Erin", "username": "erin", "role": "member",
+                                "scopes": ["/demo"], "has_password": False,
+                                "invitation_expires_at": "2026-12-04T10:00:00Z"},
+                     "invitation": INVITATION},
+    },
+    "v1_person_retrieve": {"status": 200, "response": PERSON},
+    "v1_person_partial_update": {
+        "status": 200,
+        "request": {"role": "admin", "scopes": ["/"], "active": True},
+        "response": {**PERSON, "role": "admin"},
+    },
+    "v1_person_invitation_create": {"status": 201, "response": INVITATION},
     "v1_scopes_retrieve": {
         "status": 200,
         "response": {"scopes": [{"id": SCOPE_ID, "path": "/demo", "name": "demo"}]},
@@ -112,14 +151,16 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_peers_retrieve": {
         "status": 200,
         "response": {"peers": [{"key": "caroline", "kind": "human",
-                                "display_name": "Caroline"},
-                               {"key": "scribe", "kind": "agent", "display_name": "Scribe"}]},
+                                "display_name": "Caroline", "aliases": ["Caro"]},
+                               {"key": "scribe", "kind": "agent", "display_name": "Scribe",
+                                "aliases": []}]},
     },
     "v1_peers_create": {
         "status": 201,
         "request": {"key": "caroline", "kind": "human", "display_name": "Caroline",
                     "aliases": ["Caro"]},
-        "response": {"key": "caroline", "kind": "human", "display_name": "Caroline"},
+        "response": {"key": "caroline", "kind": "human", "display_name": "Caroline",
+                     "aliases": ["Caro"]},
     },
     "v1_usage_retrieve": {
         "status": 200,

@@ -143,6 +143,8 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 API_TOKEN_TTL_SECONDS = env_int("MEMHOUSE_API_TOKEN_TTL_SECONDS", 3600, minimum=60)
+# How long an invitation link (knowledge.people) lets the invitee set their password.
+MEMHOUSE_INVITATION_TTL_HOURS = env_int("MEMHOUSE_INVITATION_TTL_HOURS", 72, minimum=1)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 # A console sign-in lasts a working day, not Django's two weeks.

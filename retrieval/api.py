@@ -13,6 +13,7 @@ from knowledge.selectors import reader_for, scope_for_read
 from memhouse import usage
 from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError
+from memhouse.fields import AwareDateTimeField
 from memhouse.observability import record_search
 from retrieval import engine
 from retrieval.profiles import resolve_profile
@@ -34,7 +35,7 @@ class SearchApi(APIView):
         profile = serializers.CharField(max_length=40, required=False, allow_null=True)
         limit = serializers.IntegerField(min_value=1, max_value=engine.MAX_LIMIT, default=10)
         offset = serializers.IntegerField(min_value=0, max_value=1000, default=0)
-        as_of = serializers.DateTimeField(required=False, allow_null=True)
+        as_of = AwareDateTimeField(required=False, allow_null=True)
         deadline_ms = serializers.IntegerField(min_value=10, max_value=10_000, required=False)
         include_identity_profile = serializers.BooleanField(required=False, default=False)
 

@@ -249,9 +249,10 @@ def test_subject_lists_everything_about_them_with_cursor_pagination(live_server,
     assert api(live_server, keys.alice, "GET", "me/knowledge", cursor="garbage!"
                ).status_code == 400
     assert api(live_server, keys.alice, "GET", "me/knowledge", limit=0).status_code == 400
-    # Agents are not subjects who govern: their /me endpoints are missing.
-    assert api(live_server, keys.scribe, "GET", "me/knowledge").status_code == 404
-    assert api(live_server, keys.scribe, "GET", "me/questions").status_code == 404
+    # Agents are not subjects who govern: the /me endpoints say they are for people.
+    for path in ("me/knowledge", "me/questions"):
+        r = api(live_server, keys.scribe, "GET", path)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "human_only"
     assert api(live_server, keys.bob, "GET", "me/knowledge").json()["items"] == []
 
 
@@ -264,7 +265,9 @@ def test_confirm_contest_and_redact_over_http(live_server, committed_world, keys
         for action in ("confirm", "contest", "redact"):
             r = api(live_server, key, "POST", f"me/knowledge/{deferred.pk}/{action}",
                     {"reason": "x"})
-            assert r.status_code == 404, (key, action)
+            # An agent's key is told the route is for people; a person that it is missing.
+            expected = 403 if key == keys.scribe else 404
+            assert r.status_code == expected, (key, action)
     r = api(live_server, keys.alice, "POST", f"me/knowledge/{uuid.uuid4()}/confirm")
     assert r.status_code == 404
     r = api(live_server, keys.alice, "POST", f"me/knowledge/{deferred.pk}/confirm")

@@ -56,7 +56,7 @@ def test_ingest_then_search_then_ask(mh, committed_world):
     assert me["peer_key"] == "scribe" and me["peer_kind"] == "agent" and me["via"] == "api_key"
     assert mh.create_scope("/demo")["path"] == "/demo"
     assert mh.create_peer("caroline", "human", display_name="Caroline") == {
-        "key": "caroline", "kind": "human", "display_name": "Caroline"}
+        "key": "caroline", "kind": "human", "display_name": "Caroline", "aliases": []}
     sent = mh.ingest_messages("/demo", [
         Message(SUPPORT, peer_key="caroline", id="chat-42:1",
                 occurred_at=datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),

@@ -69,7 +69,7 @@ def test_human_password_login_gets_a_short_lived_token(live_server, committed_wo
     me = _get(live_server, "/api/v1/me", token)
     assert me.status_code == 200 and me.json() == {
         "peer_key": "alice", "peer_kind": "human", "via": "token", "scopes": ["/"],
-        "curator": False, "act_for": []}
+        "curator": False, "admin": False, "act_for": []}
 
 
 def test_wrong_password_is_a_clear_401(live_server, committed_world):

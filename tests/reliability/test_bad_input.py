@@ -340,7 +340,13 @@ def test_nonsense_limits_budgets_deadlines_and_cursors(target, record_property):
              {"scope": "/", "messages": [{"peer_key": "caroline", "text": "Hi.",
                                           "occurred_at": "yesterday"}]}),
         Case("usage since without a zone", "GET", "usage", params={"since": "2026-01-01"},
-             code="invalid_since"),
+             code="naive_datetime"),
+        Case("search as_of without a zone", "POST", "search",
+             _read("search", query="x", as_of="2026-01-01T10:00:00"), code="naive_datetime"),
+        Case("occurred_at without a zone", "POST", "messages",
+             {"scope": "/", "messages": [{"peer_key": "caroline", "text": "Hi.",
+                                          "occurred_at": "2026-01-01T10:00:00"}]},
+             code="naive_datetime"),
         Case("usage since garbage", "GET", "usage", params={"since": "2026-13-45T99:00Z"},
              code="invalid_since"),
         Case("a good page still works", "GET", "me/knowledge", params={"limit": "5"},
@@ -428,6 +434,7 @@ def test_wrong_json_types_are_400_invalid_input(target, record_property):
 def test_invalid_uuids_and_unknown_peers(target, record_property):
     ghost = str(uuid.uuid4())
     kid = target["knowledge_id"]
+    alice = {"Authorization": f"Bearer {target['alice_key']}"}  # /me routes are for people
     cases = [
         Case("lineage invalid uuid", "POST", "lineage", {"knowledge_id": "not-a-uuid"},
              code="invalid_input"),
@@ -444,9 +451,11 @@ def test_invalid_uuids_and_unknown_peers(target, record_property):
         Case("version of unknown document", "POST", f"documents/{ghost}/versions",
              {"text": "Hello there."}, status=(404,), code="not_found"),
         Case("confirm unknown", "POST", f"me/knowledge/{ghost}/confirm", status=(404,),
-             code="not_found"),
+             code="not_found", headers=alice),
         Case("answer unknown question", "POST", f"questions/{ghost}/answer",
-             {"answer": "yes"}, status=(404,), code="not_found"),
+             {"answer": "yes"}, status=(404,), code="not_found", headers=alice),
+        Case("confirm as an agent", "POST", f"me/knowledge/{ghost}/confirm", status=(403,),
+             code="human_only"),
         Case("curator approve (agent is no curator)", "POST",
              f"curator/knowledge/{kid}/approve", {}, status=(403,),
              code="permission_denied"),
@@ -456,9 +465,9 @@ def test_invalid_uuids_and_unknown_peers(target, record_property):
             Case(f"document detail {bad!r}", "GET", f"documents/{bad}", status=(404,),
                  code="not_found"),
             Case(f"confirm {bad!r}", "POST", f"me/knowledge/{bad}/confirm", status=(404,),
-                 code="not_found"),
+                 code="not_found", headers=alice),
             Case(f"answer {bad!r}", "POST", f"questions/{bad}/answer", {"answer": "yes"},
-                 status=(404,), code="not_found"),
+                 status=(404,), code="not_found", headers=alice),
         ]
     cases.append(Case("unknown API path", "GET", "no-such-endpoint", status=(404,),
                       code="not_found"))

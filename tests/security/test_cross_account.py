@@ -512,6 +512,62 @@ def case_knowledge_detail(c: Corpus, client: APIClient) -> None:
     tenancy_ignored(c, client, c.keys["mallory"], "GET", f"knowledge/{public}")
 
 
+def case_people_get(c: Corpus, client: APIClient) -> None:
+    r = api(client, c.keys["mel"], "GET", "people")
+    assert r.status_code == 200
+    assert {p["key"] for p in r.json()["people"]} == {"mallory", "mel"}
+    tenancy_ignored(c, client, c.keys["mel"], "GET", "people")
+    assert "alice" in {p["key"] for p in api(client, c.keys["dave"], "GET", "people")
+                       .json()["people"]}
+
+
+def case_people_post(c: Corpus, client: APIClient) -> None:
+    from knowledge.models import Peer
+    from memhouse.tenancy import rebind_account_for_tests
+
+    # A's peer key is free in B (sign-in names are global, so each gets its own).
+    r1 = api(client, c.keys["mel"], "POST", "people",
+             {"key": "alice", "username": "alice-of-b", "scopes": ["/marketing"]})
+    a = str(c.world.account.id)
+    r2 = api(client, c.keys["mel"], "POST", "people",
+             {"key": "zz-person", "scopes": ["/marketing"], "account_id": a, "account": a},
+             query={"account_id": a}, headers={"X-Account": a})
+    assert r1.status_code == r2.status_code == 201, (r1.content, r2.content)
+    _leak_free(c, r1.content.decode() + r2.content.decode())
+    # A scope that exists only in Account A is unknown in B.
+    r = api(client, c.keys["mel"], "POST", "people", {"key": "zz-two", "scopes": [SOCIAL]})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unknown_scope"
+    rebind_account_for_tests(c.world.other_account.id)
+    assert set(Peer.objects.filter(key__in=["alice", "zz-person"])
+               .values_list("key", flat=True)) == {"alice", "zz-person"}
+    rebind_account_for_tests(c.world.account.id)
+    assert not Peer.objects.filter(key__startswith="zz-").exists()
+    rebind_account_for_tests(None)
+
+
+def _person(method: str, suffix: str, body: dict[str, Any]) -> Callable[..., None]:
+    def case(c: Corpus, client: APIClient) -> None:
+        real = str(c.world.subject.id)
+        path = f"people/{{id}}{suffix}"
+        r = no_oracle(c, client, c.keys["mel"], method, path, real, body)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        owner_sees_it(client, c.keys["dave"], method, path, real, body)
+    return case
+
+
+def case_me_password(c: Corpus, client: APIClient) -> None:
+    from django.contrib.auth import get_user_model
+
+    a = str(c.world.account.id)
+    r = api(client, c.keys["mel"], "POST", "me/password",
+            {"current_password": "mel-pass-12345", "new_password": "mel-new-pass-678",
+             "account_id": a}, headers={"X-Account": a})
+    assert r.status_code == 200, r.content
+    users = get_user_model().objects
+    assert users.get(username="mel").check_password("mel-new-pass-678")
+    assert users.get(username="dave").check_password("dave-pass-1234")
+
+
 CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("auth-token", "POST"): case_auth_token,
     ("auth-token-revoke", "POST"): case_auth_token_revoke,
@@ -557,6 +613,12 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("admin-dead-letter-retry", "POST"): case_dead_letter_retry,
     ("knowledge", "GET"): case_knowledge_list,
     ("knowledge-detail", "GET"): case_knowledge_detail,
+    ("people", "GET"): case_people_get,
+    ("people", "POST"): case_people_post,
+    ("person", "GET"): _person("GET", "", {}),
+    ("person", "PATCH"): _person("PATCH", "", {"display_name": "Alice A."}),
+    ("person-invitation", "POST"): _person("POST", "/invitation", {}),
+    ("me-password", "POST"): case_me_password,
 }
 
 

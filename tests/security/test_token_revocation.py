@@ -37,7 +37,7 @@ def test_the_owner_revokes_a_token_or_all_of_them(live_server: Any,
     assert me(base, bobs) == 200  # nobody else's
     r = httpx.post(f"{base}/api/v1/auth/token/revoke", json={}, timeout=60,
                    headers={"Authorization": f"Bearer {w.agent_key}"})
-    assert r.status_code == 403 and r.json()["error"]["code"] == "not_a_human"
+    assert r.status_code == 403 and r.json()["error"]["code"] == "human_only"
 
 
 def test_console_sign_out_revokes_the_humans_tokens(live_server: Any,

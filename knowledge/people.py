@@ -1,0 +1,410 @@
+"""People: the humans of an Account, their roles, scope grants, passwords and invitations.
+
+Services (one durable transaction each) and selectors (they take the reader's
+Principal). A role is the pair (is_curator, is_admin) on the Peer: member (neither),
+curator, admin (both). A person's `scope_paths` bound every credential they hold
+(memhouse.authentication), so a grant revoked here takes effect on live tokens at once.
+
+An invitation is a Credential of kind "invitation": one-time, expiring, stored as a
+digest like any key and never accepted as an API credential. The invitee opens its link
+in the console and sets their own password; using it revokes it.
+
+Every change appends an audit entry; passwords and tokens never appear in one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from knowledge import audit, services
+from knowledge.models import Credential, Peer, Scope
+from memhouse.authentication import hash_secret, split_key
+from memhouse.errors import ApplicationError, NotFound
+from memhouse.principal import Principal
+from memhouse.tenancy import CREDENTIAL_PREFIX_SETTING, narrow_lookup, set_account
+
+ROLES: dict[str, tuple[bool, bool]] = {
+    "member": (False, False), "curator": (True, False), "admin": (True, True)}
+MAX_SCOPES = 50
+
+
+def invitation_ttl() -> timedelta:
+    return timedelta(hours=settings.MEMHOUSE_INVITATION_TTL_HOURS)
+
+
+def role_of(peer: Peer) -> str:
+    if peer.is_admin:
+        return "admin"
+    return "curator" if peer.is_curator else "member"
+
+
+def _role_flags(role: str) -> tuple[bool, bool]:
+    if role not in ROLES:
+        raise ApplicationError("invalid_role", "role is 'member', 'curator' or 'admin'",
+                               details={"field": "role"})
+    return ROLES[role]
+
+
+def _clean_scopes(account_id: uuid.UUID, paths: list[str]) -> list[str]:
+    """Normalised, existing, sorted, each once. A grant covered by another one is kept:
+    revoking the wider one later leaves the narrower one in place."""
+    if not paths:
+        raise ApplicationError("scopes_required", "a person needs at least one scope "
+                               "(use '/' for the whole Account)", details={"field": "scopes"})
+    if len(paths) > MAX_SCOPES:
+        raise ApplicationError("too_many_scopes", f"at most {MAX_SCOPES} scopes per person",
+                               details={"field": "scopes"})
+    norm = sorted({services.normalise_scope_path(p) for p in paths})
+    known = set(Scope.objects.filter(account_id=account_id, path__in=norm)
+                .values_list("path", flat=True))
+    missing = [p for p in norm if p not in known]
+    if missing:
+        raise ApplicationError("unknown_scope", f"no scopes {missing} in this Account; "
+                               "create them first (POST /api/v1/scopes)",
+                               details={"field": "scopes", "paths": missing})
+    return norm
+
+
+def _check_password(password: str, user: Any = None) -> None:
+    try:
+        validate_password(password, user=user)
+    except ValidationError as exc:
+        raise ApplicationError("weak_password", " ".join(exc.messages),
+                               details={"field": "password"}) from exc
+
+
+def _audit(peer: Peer, event: str, actor: str, **payload: Any) -> None:
+    audit.append(account_id=peer.account_id, event_type=event, actor=actor,
+                 target_type="peer", target_id=str(peer.pk), payload={"key": peer.key,
+                                                                      **payload})
+
+
+def _active_admins(account_id: uuid.UUID) -> int:
+    return Peer.objects.filter(account_id=account_id, kind=Peer.Kind.HUMAN, is_admin=True,
+                               deactivated_at__isnull=True).count()
+
+
+# --- services --------------------------------------------------------------------------
+
+@transaction.atomic
+def person_create(*, account_id: uuid.UUID, key: str, actor: str, display_name: str = "",
+                  role: str = "member", scope_paths: list[str] | None = None,
+                  username: str | None = None, password: str | None = None) -> Peer:
+    """A human with a role and scope grants. With a password they can sign in at once;
+    without one their sign-in waits for an invitation (`invitation_create`)."""
+    is_curator, is_admin = _role_flags(role)
+    scopes = _clean_scopes(account_id, scope_paths if scope_paths is not None else ["/"])
+    username = (username or key).strip()
+    if not username or len(username) > 150:
+        raise ApplicationError("invalid_username", "username must be 1-150 characters",
+                               details={"field": "username"})
+    User = get_user_model()
+    if User.objects.filter(username=username).exists():
+        raise ApplicationError("username_taken", f"the username {username!r} is taken; "
+                               "choose another with `username`", status_code=409)
+    if password is not None:
+        _check_password(password, User(username=username))
+    peer = services.peer_create(account_id=account_id, key=key, kind=Peer.Kind.HUMAN,
+                                display_name=display_name, is_curator=is_curator,
+                                is_admin=is_admin)
+    user = User.objects.create_user(username=username, password=password)
+    if password is None:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    peer.user = user
+    peer.scope_paths = scopes
+    peer.save(update_fields=["user", "scope_paths"])
+    _audit(peer, "person.created", actor, role=role, scopes=scopes, username=username,
+           password_set=password is not None)
+    return peer
+
+
+@transaction.atomic
+def person_update(*, peer: Peer, actor: str, role: str | None = None,
+                  scope_paths: list[str] | None = None, active: bool | None = None,
+                  display_name: str | None = None) -> Peer:
+    """Change a person's role, scope grants, name or active state; one audit entry per
+    kind of change. Deactivating revokes every credential they hold."""
+    peer = Peer.objects.select_for_update().get(pk=peer.pk)
+    if peer.kind != Peer.Kind.HUMAN:
+        raise NotFound("person")
+    was_admin = peer.is_admin and peer.deactivated_at is None
+    if display_name is not None and display_name.strip() != peer.display_name:
+        peer.display_name = display_name.strip() or peer.key
+        peer.save(update_fields=["display_name"])
+        _audit(peer, "person.renamed", actor, display_name=peer.display_name)
+    if role is not None and role != role_of(peer):
+        before = role_of(peer)
+        peer.is_curator, peer.is_admin = _role_flags(role)
+        peer.save(update_fields=["is_curator", "is_admin"])
+        _audit(peer, "person.role_changed", actor, before=before, after=role)
+    if scope_paths is not None:
+        scopes = _clean_scopes(peer.account_id, scope_paths)
+        if scopes != list(peer.scope_paths or []):
+            before_scopes = list(peer.scope_paths or [])
+            peer.scope_paths = scopes
+            peer.save(update_fields=["scope_paths"])
+            _audit(peer, "person.scopes_changed", actor, before=before_scopes, after=scopes)
+    if active is False and peer.deactivated_at is None:
+        _deactivate(peer, actor)
+    elif active is True and peer.deactivated_at is not None:
+        peer.deactivated_at = None
+        peer.save(update_fields=["deactivated_at"])
+        if peer.user_id:
+            get_user_model().objects.filter(pk=peer.user_id).update(is_active=True)
+        _audit(peer, "person.reactivated", actor)
+    if was_admin and not (peer.is_admin and peer.deactivated_at is None) \
+            and _active_admins(peer.account_id) == 0:
+        # Checked after the change, inside the row lock: an Account keeps an administrator.
+        raise ApplicationError("last_admin", "this is the Account's last active "
+                               "administrator; make someone else an administrator first",
+                               status_code=409)
+    return peer
+
+
+def _deactivate(peer: Peer, actor: str) -> None:
+    now = timezone.now()
+    peer.deactivated_at = now
+    peer.save(update_fields=["deactivated_at"])
+    if peer.user_id:
+        # An inactive user's console session no longer authenticates (Django's
+        # ModelBackend refuses it on the next request); principal_for_user checks
+        # deactivated_at as well.
+        get_user_model().objects.filter(pk=peer.user_id).update(is_active=False)
+    revoked = 0
+    for cred in Credential.objects.filter(account_id=peer.account_id, peer=peer,
+                                          revoked_at__isnull=True):
+        services.credential_revoke(credential=cred, actor=actor)
+        revoked += 1
+    _audit(peer, "person.deactivated", actor, credentials_revoked=revoked)
+
+
+@transaction.atomic
+def person_deactivate(*, peer: Peer, actor: str) -> Peer:
+    return person_update(peer=peer, actor=actor, active=False)
+
+
+@transaction.atomic
+def scopes_grant(*, peer: Peer, actor: str, paths: list[str]) -> Peer:
+    return person_update(peer=peer, actor=actor,
+                         scope_paths=[*(peer.scope_paths or []), *paths])
+
+
+@transaction.atomic
+def scopes_revoke(*, peer: Peer, actor: str, paths: list[str]) -> Peer:
+    """Remove these grants (exactly as granted; revoking a child of a granted root is
+    refused, since the root still reaches it)."""
+    drop = {services.normalise_scope_path(p) for p in paths}
+    current = list(peer.scope_paths or [])
+    not_granted = sorted(drop - set(current))
+    if not_granted:
+        raise ApplicationError("not_granted", f"{not_granted} are not granted to "
+                               f"{peer.key}; granted: {current}", details={"field": "scopes"})
+    return person_update(peer=peer, actor=actor,
+                         scope_paths=[p for p in current if p not in drop])
+
+
+@transaction.atomic
+def password_set(*, peer: Peer, password: str, actor: str, via: str = "admin") -> Peer:
+    """Set or reset a person's password (an administrator, the command line, or an
+    invitation). Their console sessions end (Django ties them to the password hash); a
+    reset by an administrator also revokes their login tokens."""
+    if peer.kind != Peer.Kind.HUMAN:
+        raise ApplicationError("agents_cannot_sign_in", "only humans have passwords")
+    if peer.deactivated_at is not None:
+        raise ApplicationError("person_deactivated", f"{peer.key} is deactivated; "
+                               "reactivate them first", status_code=409)
+    User = get_user_model()
+    user = User.objects.filter(pk=peer.user_id).first() if peer.user_id else None
+    if user is None:
+        user = User(username=peer.key)
+        if User.objects.filter(username=peer.key).exists():
+            raise ApplicationError("username_taken", f"the username {peer.key!r} is taken",
+                                   status_code=409)
+    _check_password(password, user)
+    user.set_password(password)
+    user.is_active = True
+    user.save()
+    if peer.user_id != user.pk:
+        peer.user = user
+        peer.save(update_fields=["user"])
+    revoked = 0
+    if via == "admin":
+        # A reset by someone else is what follows a leaked password: the login tokens
+        # minted with the old one die with it (the person's own change keeps them).
+        for cred in Credential.objects.filter(account_id=peer.account_id, peer=peer,
+                                              kind=Credential.Kind.TOKEN,
+                                              revoked_at__isnull=True):
+            services.credential_revoke(credential=cred, actor=actor)
+            revoked += 1
+    _audit(peer, "person.password_set", actor, via=via,
+           **({"tokens_revoked": revoked} if via == "admin" else {}))
+    return peer
+
+
+@transaction.atomic
+def password_change(*, peer: Peer, current: str, new: str) -> Peer:
+    """A person changes their own password, proving they know the current one."""
+    user = get_user_model().objects.filter(pk=peer.user_id).first() if peer.user_id else None
+    if user is None or not user.check_password(current):
+        raise ApplicationError("wrong_password", "the current password is not right",
+                               status_code=403, details={"field": "current_password"})
+    if current == new:
+        raise ApplicationError("same_password", "the new password is the current one",
+                               details={"field": "new_password"})
+    return password_set(peer=peer, password=new, actor=f"peer:{peer.key}", via="self")
+
+
+@transaction.atomic
+def invitation_create(*, peer: Peer, actor: str) -> tuple[Credential, str]:
+    """A one-time invitation for `peer` to set their password; earlier open invitations
+    of theirs are revoked. The token is returned once and stored as a digest."""
+    if peer.kind != Peer.Kind.HUMAN:
+        raise ApplicationError("agents_cannot_sign_in", "only humans are invited")
+    if peer.deactivated_at is not None:
+        raise ApplicationError("person_deactivated", f"{peer.key} is deactivated; "
+                               "reactivate them first", status_code=409)
+    for old in Credential.objects.filter(account_id=peer.account_id, peer=peer,
+                                         kind=Credential.Kind.INVITATION,
+                                         revoked_at__isnull=True):
+        services.credential_revoke(credential=old, actor=actor)
+    expires = timezone.now() + invitation_ttl()
+    cred, token = services.credential_create(
+        account_id=peer.account_id, peer=peer, name="invitation", scope_paths=[],
+        kind=Credential.Kind.INVITATION, expires_at=expires, actor=actor)
+    _audit(peer, "person.invited", actor, prefix=cred.prefix, expires_at=expires.isoformat())
+    return cred, token
+
+
+def _open_invitation(token: str) -> Credential:
+    """The live invitation this token names, binding the transaction to its Account."""
+    parsed = split_key(token)
+    gone = ApplicationError("invalid_invitation", "this invitation link is not valid: it "
+                            "was already used, has expired or was replaced. Ask an "
+                            "administrator for a new one", status_code=404)
+    if parsed is None:
+        raise gone
+    prefix, full = parsed
+    with narrow_lookup(CREDENTIAL_PREFIX_SETTING, prefix):
+        cred = Credential.objects.filter(prefix=prefix,
+                                         kind=Credential.Kind.INVITATION).first()
+
+    matches = hmac.compare_digest(cred.secret_hash if cred else hash_secret(""),
+                                  hash_secret(full))
+    if (cred is None or not matches or cred.revoked_at is not None
+            or cred.expires_at is None or cred.expires_at <= timezone.now()):
+        raise gone
+    set_account(cred.account_id)
+    return cred
+
+
+@transaction.atomic
+def invitation_peek(*, token: str) -> Peer:
+    """Whom a live invitation is for (to greet them); it stays usable."""
+    cred = _open_invitation(token)
+    peer = Peer.objects.get(credentials=cred)
+    if peer.deactivated_at is not None:
+        raise ApplicationError("invalid_invitation", "this invitation is no longer valid",
+                               status_code=404)
+    return peer
+
+
+@transaction.atomic
+def invitation_accept(*, token: str, password: str) -> Peer:
+    """Set the invitee's password and use the invitation up (single use)."""
+    cred = _open_invitation(token)
+    cred = Credential.objects.select_for_update().get(pk=cred.pk)
+    if cred.revoked_at is not None:  # a concurrent acceptance won
+        raise ApplicationError("invalid_invitation", "this invitation was already used",
+                               status_code=404)
+    peer = Peer.objects.get(credentials=cred)
+    password_set(peer=peer, password=password, actor=f"peer:{peer.key}", via="invitation")
+    cred.revoked_at = timezone.now()
+    cred.save(update_fields=["revoked_at"])
+    _audit(peer, "person.invitation_accepted", f"peer:{peer.key}", prefix=cred.prefix)
+    return peer
+
+
+# --- selectors -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PersonRow:
+    id: uuid.UUID
+    key: str
+    display_name: str
+    username: str | None
+    role: str
+    scopes: list[str]
+    active: bool
+    has_password: bool
+    invitation_expires_at: datetime | None
+    created_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "key": self.key, "display_name": self.display_name,
+                "username": self.username, "role": self.role, "scopes": self.scopes,
+                "active": self.active, "has_password": self.has_password,
+                "invitation_expires_at": self.invitation_expires_at,
+                "created_at": self.created_at}
+
+
+def _require_admin(principal: Principal) -> None:
+    if not principal.is_admin:
+        raise ApplicationError("admin_only", "only account administrators may manage "
+                               "people", status_code=403)
+
+
+def person_rows(peers: list[Peer]) -> list[PersonRow]:
+    now = timezone.now()
+    invites: dict[Any, datetime] = {}
+    for peer_id, expires in (Credential.objects
+                             .filter(peer__in=peers, kind=Credential.Kind.INVITATION,
+                                     revoked_at__isnull=True, expires_at__gt=now)
+                             .values_list("peer_id", "expires_at")):
+        if expires is not None:
+            invites[peer_id] = max(expires, invites.get(peer_id, expires))
+    users = {u.pk: u for u in get_user_model().objects.filter(
+        pk__in=[p.user_id for p in peers if p.user_id])}
+    out = []
+    for p in peers:
+        user = users.get(p.user_id) if p.user_id else None
+        out.append(PersonRow(
+            id=p.pk, key=p.key, display_name=p.display_name,
+            username=user.username if user else None, role=role_of(p),
+            scopes=list(p.scope_paths or []), active=p.deactivated_at is None,
+            has_password=bool(user and user.has_usable_password()),
+            invitation_expires_at=invites.get(p.pk), created_at=p.created_at))
+    return out
+
+
+def people_list(*, principal: Principal) -> list[PersonRow]:
+    """Every human of the administrator's Account, active first, then by key."""
+    _require_admin(principal)
+    peers = list(Peer.objects.filter(account_id=principal.account_id, kind=Peer.Kind.HUMAN)
+                 .order_by(F("deactivated_at").asc(nulls_first=True), "key"))
+    return person_rows(peers)
+
+
+def person_get(*, principal: Principal, person_id: uuid.UUID) -> Peer:
+    _require_admin(principal)
+    peer = Peer.objects.filter(account_id=principal.account_id, kind=Peer.Kind.HUMAN,
+                               pk=person_id).first()
+    if peer is None:
+        raise NotFound("person")
+    return peer
+
+
+def person_row(*, principal: Principal, person_id: uuid.UUID) -> PersonRow:
+    return person_rows([person_get(principal=principal, person_id=person_id)])[0]
