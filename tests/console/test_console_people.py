@@ -20,8 +20,9 @@ from django.test import Client
 from knowledge import people, services
 from knowledge.models import AuditEntry, Peer
 from memhouse.tenancy import account_context, rebind_account_for_tests
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.console.builders import HX, client_for
-from tests.console.test_console_e2e import ARGS, CHROMIUM, DOCS_SHOTS, _browser_or_skip
+from tests.console.test_console_e2e import DOCS_SHOTS
 
 
 @pytest.fixture
@@ -138,11 +139,10 @@ def test_an_invitation_link_is_used_once_and_leaves_the_url(world: Any, dave: Cl
 # --- in a real browser -----------------------------------------------------------------
 
 @pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    sync_playwright = _browser_or_skip()
+def browser(monkeypatch: pytest.MonkeyPatch, sync_playwright: Any) -> Iterator[Any]:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             yield b
         finally:
