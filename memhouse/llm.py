@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
+import jsonschema
 
 __all__ = [
     "ERROR_KINDS",
@@ -104,7 +105,7 @@ class ChatProvider(Protocol):
 
 
 # --------------------------------------------------------------------------------------------
-# A small JSON Schema validator (the subset OpenAI strict structured outputs use)
+# JSON Schema validation of model answers (jsonschema, Draft 2020-12)
 # --------------------------------------------------------------------------------------------
 
 
@@ -117,193 +118,25 @@ class SchemaValidationError(ValueError):
         self.reason = message
 
 
-_ANNOTATION_KEYWORDS = frozenset(
-    {"title", "description", "default", "examples", "$schema", "$id", "$comment", "format"}
-)
-_SUPPORTED_KEYWORDS = frozenset(
-    {
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "enum",
-        "const",
-        "items",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "anyOf",
-    }
-)
+def _json_path(parts: Any) -> str:
+    path = "$"
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
 
 
-def _type_matches(value: Any, type_name: str, path: str) -> bool:
-    if type_name == "object":
-        return isinstance(value, dict)
-    if type_name == "array":
-        return isinstance(value, list)
-    if type_name == "string":
-        return isinstance(value, str)
-    if type_name == "boolean":
-        return isinstance(value, bool)
-    if type_name == "null":
-        return value is None
-    if type_name == "integer":
-        if isinstance(value, bool):
-            return False
-        if isinstance(value, int):
-            return True
-        return isinstance(value, float) and math.isfinite(value) and value.is_integer()
-    if type_name == "number":
-        if isinstance(value, bool):
-            return False
-        if isinstance(value, int):
-            return True
-        return isinstance(value, float) and math.isfinite(value)
-    raise NotImplementedError(f"{path}: unsupported JSON Schema type {type_name!r}")
+def validate_json(value: Any, schema: Mapping[str, Any] | bool) -> None:
+    """Raise :class:`SchemaValidationError` unless ``value`` satisfies ``schema`` (the
+    first error, deepest path first). A schema that is itself invalid raises
+    ``jsonschema.SchemaError``: a programming error, not a bad model answer."""
+    validator_class = jsonschema.validators.validator_for(schema, default=_VALIDATOR)
+    validator_class.check_schema(schema)
+    error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(value))
+    if error is not None:
+        raise SchemaValidationError(_json_path(error.absolute_path), error.message)
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: ``true`` is not ``1``, ``1`` equals ``1.0``."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
-def validate_json(value: Any, schema: Mapping[str, Any] | bool, path: str = "$") -> None:
-    """Raise :class:`SchemaValidationError` unless ``value`` satisfies ``schema``.
-
-    Supports ``type`` (a name or a list of names: object, array, string, number, integer,
-    boolean, null), ``properties``, ``required``, ``additionalProperties`` (``false``,
-    ``true`` or a schema), ``enum``, ``const``, ``items``, ``minItems``/``maxItems``,
-    ``minLength``/``maxLength``, ``pattern`` (unanchored, as in JSON Schema),
-    ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` and ``anyOf``.
-    Annotations (``description``, ``title``, ``format``...) are ignored. Any other keyword
-    raises ``NotImplementedError``: a schema this validator cannot check is a programming
-    error, not a bad model answer.
-    """
-    if schema is True:
-        return
-    if schema is False:
-        raise SchemaValidationError(path, "no value is allowed here")
-    unknown = set(schema) - _SUPPORTED_KEYWORDS - _ANNOTATION_KEYWORDS
-    if unknown:
-        raise NotImplementedError(f"{path}: unsupported JSON Schema keywords {sorted(unknown)}")
-
-    if "anyOf" in schema:
-        errors: list[str] = []
-        for option in schema["anyOf"]:
-            try:
-                validate_json(value, option, path)
-            except SchemaValidationError as exc:
-                errors.append(exc.reason)
-            else:
-                break
-        else:
-            raise SchemaValidationError(path, f"matches no anyOf option ({'; '.join(errors)})")
-
-    if "type" in schema:
-        declared = schema["type"]
-        names = [declared] if isinstance(declared, str) else list(declared)
-        if not any(_type_matches(value, name, path) for name in names):
-            raise SchemaValidationError(
-                path, f"expected {' or '.join(names)}, got {_json_type_name(value)}"
-            )
-
-    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
-        raise SchemaValidationError(path, f"{_short(value)} is not one of {schema['enum']!r}")
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        raise SchemaValidationError(path, f"expected constant {schema['const']!r}")
-
-    if isinstance(value, dict):
-        _validate_object(value, schema, path)
-    elif isinstance(value, list):
-        _validate_array(value, schema, path)
-    elif isinstance(value, str):
-        _validate_string(value, schema, path)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        _validate_number(value, schema, path)
-
-
-def _validate_object(value: dict[str, Any], schema: Mapping[str, Any], path: str) -> None:
-    properties: Mapping[str, Any] = schema.get("properties", {})
-    for key in schema.get("required", ()):
-        if key not in value:
-            raise SchemaValidationError(path, f"missing required property {key!r}")
-    additional = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        child = f"{path}.{key}"
-        if key in properties:
-            validate_json(item, properties[key], child)
-        elif additional is False:
-            raise SchemaValidationError(path, f"unexpected property {key!r}")
-        elif isinstance(additional, Mapping):
-            validate_json(item, additional, child)
-
-
-def _validate_array(value: list[Any], schema: Mapping[str, Any], path: str) -> None:
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        raise SchemaValidationError(path, f"expected at least {schema['minItems']} items")
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        raise SchemaValidationError(path, f"expected at most {schema['maxItems']} items")
-    if "items" in schema:
-        for index, item in enumerate(value):
-            validate_json(item, schema["items"], f"{path}[{index}]")
-
-
-def _validate_string(value: str, schema: Mapping[str, Any], path: str) -> None:
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        raise SchemaValidationError(path, f"shorter than {schema['minLength']} characters")
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        raise SchemaValidationError(path, f"longer than {schema['maxLength']} characters")
-    if "pattern" in schema and re.search(schema["pattern"], value) is None:
-        raise SchemaValidationError(path, f"does not match pattern {schema['pattern']!r}")
-
-
-def _validate_number(value: float, schema: Mapping[str, Any], path: str) -> None:
-    if "minimum" in schema and value < schema["minimum"]:
-        raise SchemaValidationError(path, f"{value} is below the minimum {schema['minimum']}")
-    if "maximum" in schema and value > schema["maximum"]:
-        raise SchemaValidationError(path, f"{value} is above the maximum {schema['maximum']}")
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        raise SchemaValidationError(path, f"{value} is not above {schema['exclusiveMinimum']}")
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        raise SchemaValidationError(path, f"{value} is not below {schema['exclusiveMaximum']}")
-
-
-def _json_type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_VALIDATOR = jsonschema.Draft202012Validator
 
 
 # --------------------------------------------------------------------------------------------
