@@ -211,9 +211,28 @@ class OpenAICompatibleProvider:
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
 
+    @property
+    def response_format(self) -> str:
+        """What this server was last seen to accept: "json_schema" (the default, tried
+        first) or "json_object" (the schema then travels in the prompt)."""
+        return _FORMATS.get(self.base_url, JSON_SCHEMA)
+
     def request_body(
-        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str
+        self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
+        mode: str = "json_schema",
     ) -> dict[str, Any]:
+        if mode == JSON_OBJECT:
+            # Servers without structured outputs (llama.cpp's, LM Studio's older ones)
+            # take json_object; the schema goes in the prompt and is still checked here.
+            system = (f"{system}\n\nAnswer with one JSON object, and nothing else, that "
+                      f"validates against this JSON Schema ({schema_name}):\n"
+                      f"{json.dumps(schema, separators=(',', ':'))}")
+            response_format: dict[str, Any] = {"type": JSON_OBJECT}
+        else:
+            response_format = {
+                "type": JSON_SCHEMA,
+                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
+            }
         return {
             "model": self.model,
             "messages": [
@@ -221,10 +240,7 @@ class OpenAICompatibleProvider:
                 {"role": "user", "content": user},
             ],
             "temperature": 0,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name, "strict": True, "schema": schema},
-            },
+            "response_format": response_format,
         }
 
     def _headers(self) -> dict[str, str]:
@@ -266,24 +282,39 @@ class OpenAICompatibleProvider:
         timeout: float | None,
         tokens: TokenUsage,
     ) -> dict[str, Any]:
-        body = self.request_body(system=system, user=user, schema=schema, schema_name=schema_name)
+        mode = self.response_format
+        body = self.request_body(system=system, user=user, schema=schema,
+                                 schema_name=schema_name, mode=mode)
         per_attempt = self.timeout if timeout is None else float(timeout)
         attempts_allowed = self.max_retries + 1
         last: ProviderError | None = None
+        attempt = 0
         with httpx.Client(
             timeout=httpx.Timeout(per_attempt), transport=self._transport, follow_redirects=False
         ) as client:
-            for attempt in range(1, attempts_allowed + 1):
-                tokens.attempts = attempt
+            while attempt < attempts_allowed:
+                attempt += 1
+                tokens.attempts += 1
                 if last is not None:
                     self._sleep(self._delay(attempt - 1, last))
                 try:
-                    return self._attempt(client, body, schema, tokens)
+                    value = self._attempt(client, body, schema, tokens)
                 except ProviderError as error:
-                    error.attempts = attempt
+                    error.attempts = tokens.attempts
+                    if mode == JSON_SCHEMA and _format_refused(error):
+                        # Ask again at once in the form this server takes, and remember it
+                        # for this base URL (a refusal is no failed attempt of the call).
+                        mode = JSON_OBJECT
+                        body = self.request_body(system=system, user=user, schema=schema,
+                                                 schema_name=schema_name, mode=mode)
+                        attempt, last = attempt - 1, None
+                        continue
                     if not error.retryable:
                         raise
                     last = error
+                else:
+                    _FORMATS[self.base_url] = mode
+                    return value
         assert last is not None
         raise last
 
@@ -398,6 +429,20 @@ def _meter(*, purpose: str, outcome: str, tokens: TokenUsage, seconds: float) ->
                           tokens_reported=tokens.reported, seconds=seconds)
     except Exception:  # pragma: no cover - the ledger write logs its own failures
         logging.getLogger(__name__).exception("model call metering failed")
+
+
+JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
+# base URL -> the response format its server accepted last (per process).
+_FORMATS: dict[str, str] = {}
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|structured output|response format",
+                           re.I)
+
+
+def _format_refused(error: ProviderError) -> bool:
+    """The server refused the json_schema response format (a 4xx or 5xx whose message
+    names it), as servers without structured outputs do."""
+    return (error.kind == "http_error" and error.status_code in (400, 415, 422, 500, 501)
+            and bool(_FORMAT_WORDS.search(str(error))))
 
 
 def _error_detail(response: httpx.Response) -> str:

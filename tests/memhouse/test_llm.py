@@ -172,6 +172,38 @@ def test_valid_answer_and_exact_request(fake: FakeOpenAI) -> None:
     }
 
 
+def test_a_server_without_structured_outputs_gets_json_object_and_is_remembered(
+        fake: FakeOpenAI) -> None:
+    # llama.cpp-style servers refuse response_format json_schema (HTTP 500 naming it).
+    refused = Reply(500, {"error": {"message": "Unsupported response_format type: "
+                                               "json_schema; use text or json_object"}})
+    fake.script = [refused, ok()]
+    provider = fake.provider(max_retries=0)  # the refusal costs no retry
+    assert provider.response_format == "json_schema"
+    assert call(provider) == GOOD
+    first, second = (r["json"] for r in fake.requests)
+    assert first["response_format"]["type"] == "json_schema"
+    assert second["response_format"] == {"type": "json_object"}
+    system = second["messages"][0]["content"]
+    assert system.startswith("You answer.") and json.dumps(SCHEMA, separators=(",", ":")) in system
+    # Remembered for this base URL: the next call (any provider object) asks that way.
+    fake.script = [ok()]
+    again = fake.provider()
+    assert again.response_format == "json_object"
+    assert call(again) == GOOD
+    assert fake.requests[-1]["json"]["response_format"] == {"type": "json_object"}
+    assert len(fake.requests) == 3
+
+
+def test_an_answer_that_breaks_the_schema_is_refused_in_json_object_mode_too(
+        fake: FakeOpenAI) -> None:
+    refused = Reply(400, {"error": {"message": "response_format json_schema not supported"}})
+    fake.script = [refused, Reply(body=completion(json.dumps({"unexpected": 1})))]
+    with pytest.raises(ProviderError) as caught:
+        call(fake.provider(max_retries=0))
+    assert caught.value.kind == "invalid_response"
+
+
 def test_no_authorization_header_without_key(fake: FakeOpenAI) -> None:
     fake.script = [ok()]
     assert call(fake.provider(api_key=None)) == GOOD
