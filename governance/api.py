@@ -16,6 +16,8 @@ from rest_framework.views import APIView
 from governance import selectors, services
 from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
+from knowledge.presenters import iso as _ts
+from knowledge.presenters import knowledge_out
 from memhouse.authentication import IsHuman, IsHumanCurator, principal_of
 from memhouse.principal import Principal
 
@@ -25,27 +27,6 @@ class IsAccountAdmin(BasePermission):
 
     def has_permission(self, request: Any, view: Any) -> bool:
         return isinstance(request.user, Principal) and request.user.is_admin
-
-
-def _ts(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def knowledge_out(k: Knowledge) -> dict[str, Any]:
-    return {
-        "id": str(k.id), "statement": k.statement,
-        "subject": k.subject_peer.key if k.subject_peer is not None else None,
-        "scope": k.scope.path,
-        "held_scope": k.held_scope.path if k.held_scope is not None else None,
-        "kind": k.kind, "level": k.level, "confidence": k.confidence,
-        "sensitivity": k.sensitivity, "state": k.state, "state_reason": k.state_reason,
-        "verification": k.verification, "source_count": k.source_count,
-        "inserted_at": _ts(k.inserted_at), "updated_at": _ts(k.updated_at),
-        "revalidate_after": _ts(k.revalidate_after), "expires_at": _ts(k.expires_at),
-        "relevant_from": _ts(k.relevant_from), "relevant_until": _ts(k.relevant_until),
-        "supersedes": str(k.supersedes_id) if k.supersedes_id else None,
-        "lifecycle_doc": f"/docs/lifecycle.md#{k.state}",
-    }
 
 
 def validation_out(v: Validation) -> dict[str, Any]:

@@ -12,19 +12,16 @@ Visibility rules applied here (see docs/lifecycle.md):
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Prefetch, Q, QuerySet
-from django.utils.dateparse import parse_datetime
 
 from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Scope
+from knowledge.presenters import decode_cursor, encode_cursor
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, path_within
 
@@ -54,32 +51,15 @@ def parse_limit(raw: Any) -> int:
     return limit
 
 
-def _encode_cursor(at: datetime, pk: uuid.UUID) -> str:
-    raw = f"{at.isoformat()}|{pk}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at_text, pk_text = raw.split("|", 1)
-        at = parse_datetime(at_text)
-        if at is None:
-            raise ValueError("no timestamp")
-        return at, uuid.UUID(pk_text)
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ApplicationError("invalid_cursor", "the cursor is not one this API issued") from exc
-
-
 def paginate(qs: QuerySet[Any], *, time_field: str, cursor: str | None, limit: int) -> Page:
     """Keyset pagination, newest first, on (time_field, id)."""
     if cursor:
-        at, pk = _decode_cursor(cursor)
+        at, pk = decode_cursor(cursor)
         qs = qs.filter(Q(**{f"{time_field}__lt": at}) | Q(**{time_field: at, "id__lt": pk}))
     rows = list(qs.order_by(f"-{time_field}", "-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    nxt = _encode_cursor(getattr(rows[-1], time_field), rows[-1].pk) if more else None
+    nxt = encode_cursor(getattr(rows[-1], time_field), rows[-1].pk) if more else None
     return Page(rows, nxt)
 
 

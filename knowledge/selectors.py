@@ -7,8 +7,6 @@ so nothing is post-filtered in Python.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,10 +15,10 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Peer, Scope
+from knowledge.presenters import decode_cursor, encode_cursor
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, Reader, ancestor_paths
 
@@ -196,22 +194,8 @@ def readable_scopes_q(reader: Reader) -> Q:
     return q
 
 
-def _listing_cursor(item: Knowledge) -> str:
-    raw = f"{item.updated_at.isoformat()}|{item.pk}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def _after_cursor(cursor: str) -> Q:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at_text, pk_text = raw.split("|", 1)
-        at = parse_datetime(at_text)
-        if at is None:
-            raise ValueError("no timestamp")
-        pk = uuid.UUID(pk_text)
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ApplicationError("invalid_cursor", "the cursor is not one this API issued"
-                               ) from exc
+    at, pk = decode_cursor(cursor)
     return Q(updated_at__gt=at) | Q(updated_at=at, id__gt=pk)
 
 
@@ -246,7 +230,7 @@ def knowledge_listing(*, reader: Reader, scope: Scope | None = None,
                 .order_by("updated_at", "id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return KnowledgePage(rows, _listing_cursor(rows[-1]) if more else None)
+    return KnowledgePage(rows, encode_cursor(rows[-1].updated_at, rows[-1].pk) if more else None)
 
 
 def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
@@ -261,3 +245,4 @@ def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
     if item is None:
         raise NotFound("knowledge")
     return item
+

@@ -32,7 +32,7 @@ EFFECTIVE_BELIEF_TIME = {
 
 def knowledge(state: str = "active", reason: str = "f4_gate_a_b_accepted",
               **changes: Any) -> dict[str, Any]:
-    """A statement as the governance endpoints return it (governance.api.knowledge_out)."""
+    """A statement as the governance endpoints return it (knowledge.presenters.knowledge_out)."""
     item = {
         "id": K1, "statement": STATEMENT, "subject": "caroline", "scope": "/demo",
         "held_scope": None, "kind": "event", "level": "peer", "confidence": 0.9,

@@ -11,7 +11,6 @@ inspect. A statement the reader may not see is absent from the list and a 404 on
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -19,35 +18,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge import selectors
+from knowledge import presenters, selectors
 from knowledge.models import Knowledge
 from memhouse.authentication import principal_of
 from memhouse.principal import Principal, Reader
-
-
-def _ts(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def listed_knowledge_out(k: Knowledge) -> dict[str, Any]:
-    """The knowledge response fields (the shape of /me/knowledge): statement, subject,
-    provenance count (the sources themselves come from POST /lineage, which applies
-    source visibility), confidence, sensitivity, belief and valid time, state and
-    verification."""
-    return {
-        "id": str(k.id), "statement": k.statement,
-        "subject": k.subject_peer.key if k.subject_peer is not None else None,
-        "scope": k.scope.path,
-        "held_scope": k.held_scope.path if k.held_scope is not None else None,
-        "kind": k.kind, "level": k.level, "confidence": k.confidence,
-        "sensitivity": k.sensitivity, "state": k.state, "state_reason": k.state_reason,
-        "verification": k.verification, "source_count": k.source_count,
-        "inserted_at": _ts(k.inserted_at), "updated_at": _ts(k.updated_at),
-        "revalidate_after": _ts(k.revalidate_after), "expires_at": _ts(k.expires_at),
-        "relevant_from": _ts(k.relevant_from), "relevant_until": _ts(k.relevant_until),
-        "supersedes": str(k.supersedes_id) if k.supersedes_id else None,
-        "lifecycle_doc": f"/docs/lifecycle.md#{k.state}",
-    }
 
 
 def _as_subject(principal: Principal, reader: Reader) -> bool:
@@ -91,7 +65,7 @@ class KnowledgeListApi(APIView):
             reader=reader, scope=scope, states=states, as_subject=as_subject,
             kind=v.get("kind"), subject_key=v.get("subject"),
             updated_since=v.get("updated_since"), cursor=v.get("cursor"), limit=v["limit"])
-        return Response({"items": [listed_knowledge_out(k) for k in page.items],
+        return Response({"items": [presenters.knowledge_out(k) for k in page.items],
                          "next_cursor": page.next_cursor, "reader_posture": reader.posture})
 
 
@@ -108,5 +82,5 @@ class KnowledgeDetailApi(APIView):
                                       peer_key=data.validated_data.get("peer_key"))
         item = selectors.knowledge_listed(reader=reader, knowledge_id=knowledge_id,
                                           as_subject=_as_subject(principal, reader))
-        return Response({"knowledge": listed_knowledge_out(item),
+        return Response({"knowledge": presenters.knowledge_out(item),
                          "reader_posture": reader.posture})
