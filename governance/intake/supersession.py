@@ -340,8 +340,12 @@ def slot_values(statement: str, names: frozenset[str] = frozenset()
             # Possessives inside the frame ("Sam's sister's k") belong to the holder too.
             prefix = body[:match.start()]
             if groups.get("k") and match.start("k") < match.start("v"):
+                # Possessives before the attribute, also those the key itself starts with
+                # ("Sam's parents' home airport" is the parents').
+                leading = re.match(r"(?:\w+(?:'s|\u2019s|s')\s+)+", groups["k"])
                 prefix += " " + " ".join(re.findall(r"\w+(?:'s|\u2019s|s')(?=\s)",
                                                     body[match.start():match.start("k")]))
+                prefix += " " + (leading.group(0) if leading else "")
             else:
                 # An object that holds it: "transferred Sam's daughter to Westbrook".
                 held = _OBJECT_HOLDER.search(body[match.start():match.start("v")])

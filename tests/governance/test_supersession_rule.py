@@ -53,6 +53,7 @@ COEXIST = [
     ("Sam lives in Denver.", "Sam's brother lives in Austin."),
     ("Sam's manager is Ana Ruiz.", "Ana Ruiz's manager is Joe Kim."),
     ("Sam's favorite color is green.", "Sam's wife's favorite color is blue."),
+    ("Sam's home airport is SFO.", "Sam's parents' home airport is Boston Logan."),
     ("Sam is on the night shift.", "Sam's roommate is on the day shift."),
     # Abstaining from one thing says nothing about a diet.
     ("Sam is vegan.", "Sam doesn't drink coffee."),
