@@ -30,6 +30,7 @@ UPDATES = [
     # Giving something up retires what named it.
     ("Sam rides a Vespa to work.", "Sam sold the Vespa."),
     ("Sam uses Notion for notes.", "Sam switched from Notion to Obsidian."),
+    ("Sam keeps recipes in Evernote.", "Sam moved all Sam's recipes from Evernote to Paprika."),
     ("Sam sings in the Harbor Choir.", "Sam quit the Harbor Choir last month."),
     # A change stated by what it changed to, or with "now".
     ("Sam's team uses Python 3.9.", "Sam's team upgraded to Python 3.12."),
