@@ -855,7 +855,10 @@ _RESTRICTED_CASED = re.compile(r"\bPIN\b|\bSSN\b|\b\d{3}-\d{2}-\d{4}\b|\b(?:\d[ 
 _PERSONAL = re.compile(
     r"\b(?:diagnos\w*|therap(?:y|ist|ists|ies)|medicat\w*|meds|prescri(?:bed|ption)\w*"
     r"|depress\w*|anxiety|panic\s+attacks?|adhd|autis\w*|bipolar|ptsd|ocd|cancer|chemo\w*"
-    r"|tumou?rs?|diabet\w*|asthma|surgery|surgeries|hospitali[sz]\w*|hospital|illness|disease"
+    # Being in hospital is health; working at one is a job ("a nurse at St. Mary's Hospital").
+    r"|tumou?rs?|diabet\w*|asthma|surgery|surgeries|hospitali[sz]\w*|illness|disease"
+    r"|(?:in|into|to|from|out\s+of|left\s+the|admitted\s+to)\s+(?:the\s+)?hospital"
+    r"|hospital\s+(?:stay|visit|bed|room|appointment)s?|(?:er|a&e|emergency\s+room)\s+visit"
     r"|disorder|disabilit\w*|disabled|pregnan\w*|miscarriage|infertil\w*|ivf|rehab|sobriety"
     r"|sober|addict\w*|alcoholi\w*|overdose|hiv|psychiatr\w*|my\s+mental\s+health"
     r"|mental\s+illness|eating\s+disorder|anorexi\w*|bulimi\w*|insulin|chronic\s+pain"

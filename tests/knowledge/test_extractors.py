@@ -430,6 +430,9 @@ def test_a_schedules_date_is_its_value_and_its_valid_time(
         ("I wrote my credit card number on a sticky note.", "restricted"),
         ("I was diagnosed with ADHD.", "personal"),
         ("I started therapy for my anxiety.", "personal"),
+        ("I was in the hospital for a week.", "personal"),
+        # Where someone works is no health fact.
+        ("I started a new job as a nurse at St. Mary's Hospital.", "internal"),
         ("I'm taking new medication for my migraines.", "personal"),
         ("I'm gay and proud of it.", "personal"),
         ("I came out as trans to my parents.", "personal"),
