@@ -10,7 +10,8 @@ reader, selected in SQL through the reader's visibility filters:
 * kind fact, relation or skill - never preferences or events;
 * no transient state: no declared expiry, and not past its valid-time end;
 * public or internal sensitivity - never personal or restricted traits;
-* direct: not inferred by dream-time work (deduction, consolidation, summaries);
+* direct: not inferred by dream-time work (deduction, consolidation, summaries), not
+  advice given to the reader, not what someone else reports of them;
 * backed by at least one live source (a message, or a version not tombstoned).
 
 Contradictory claims (a `contradicts` relation between two entries) are kept side by
@@ -36,6 +37,9 @@ STABLE_SENSITIVITIES = (Knowledge.Sensitivity.PUBLIC, Knowledge.Sensitivity.INTE
 # Extractors of inferred claims and behavioural summaries (dream-time work).
 INFERRED_EXTRACTORS = ("deduction", "consolidation", "summary")
 MAX_ENTRIES = 30
+# PostgreSQL regular expressions (\m and \M are word boundaries there).
+ADVICE_RE = r"^[^:]{1,80} told [^:]{1,80}:|\m(should|ought to|might want to|had better)\M"
+REPORTED_RE = r"^[^.:]{1,60}? (said|says|told|thinks|heard)\M"
 
 
 def readable_scope_ids(reader: Reader) -> list[uuid.UUID]:
@@ -60,6 +64,8 @@ def live_source_q(prefix: str = "") -> Q:
 def stable_statements(*, reader: Reader, scope: Scope | None = None) -> QuerySet[Knowledge]:
     """The allowlisted statements about the reader, in profile order."""
     now = timezone.now()
+    subject_name = (Peer.objects.filter(pk=reader.peer_id)
+                    .values_list("display_name", flat=True).first() or "")
     scope_ids = (list(scope_ancestors(scope).values_list("id", flat=True))
                  if scope is not None else readable_scope_ids(reader))
     sourced = KnowledgeSource.objects.filter(knowledge_id=OuterRef("pk")).filter(live_source_q())
@@ -69,6 +75,11 @@ def stable_statements(*, reader: Reader, scope: Scope | None = None) -> QuerySet
                     sensitivity__in=STABLE_SENSITIVITIES, expires_at__isnull=True)
             .filter(Q(relevant_until__isnull=True) | Q(relevant_until__gt=now))
             .exclude(extractor__in=INFERRED_EXTRACTORS)
+            # Advice ("Mel told Caroline: Caroline should bring her over") is no identity
+            # fact, and neither is what someone else reports ("Mel said Caroline is...").
+            .exclude(statement__iregex=ADVICE_RE)
+            .exclude(Q(statement__iregex=REPORTED_RE)
+                     & ~Q(statement__istartswith=f"{subject_name} "))
             .filter(Exists(sourced))
             .order_by("kind", "-confidence", "inserted_at", "id"))
 

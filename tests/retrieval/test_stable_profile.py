@@ -44,6 +44,7 @@ def identity(corpus):  # noqa: F811
         ids["python"] = sourced("Alice can program in Python.", kind="skill")
         ids["mother"] = sourced("Alice's mother is Ana.", kind="relation",
                                 scope=w.root)  # an ancestor scope
+        ids["own_report"] = sourced("Alice said she grew up in Braga.")
         excluded = {
             "preference": sourced("Alice prefers tea over coffee.", kind="preference"),
             "event": sourced("Alice attended a conference.", kind="event"),
@@ -60,6 +61,9 @@ def identity(corpus):  # noqa: F811
                              relevant_until=datetime(2019, 1, 1, tzinfo=UTC)),
             "provisional": sourced("Alice may become a team lead.", state="provisional"),
             "bobs": sourced("Bob works as a plumber.", subject="bob"),
+            "advice": sourced("Bob told Alice: Alice should bring her sketchbook."),
+            "should": sourced("Alice should find a running club here."),
+            "reported": sourced("Bob said Alice is a great runner."),
             "unsourced": ids["public"],  # "Alice leads the design team." has no source
         }
         Relation.objects.create(account=w.account, source_id=ids["lisbon"],
@@ -80,7 +84,7 @@ def test_the_allowlist_keeps_stable_direct_sourced_facts_only(identity):
     assert profile is not None and profile["peer_key"] == "alice"
     got = [e["knowledge_id"] for e in profile["entries"]]
     assert set(got) == {ids[k] for k in ("architect", "lisbon", "porto", "sister", "python",
-                                         "mother")}
+                                         "mother", "own_report")}
     assert not set(excluded.values()) & set(got)
     entry = next(e for e in profile["entries"] if e["knowledge_id"] == ids["architect"])
     assert len(entry["source_ids"]["messages"]) == 1
