@@ -65,7 +65,8 @@ def stable_statements(*, reader: Reader, scope: Scope | None = None) -> QuerySet
     """The allowlisted statements about the reader, in profile order."""
     now = timezone.now()
     subject_name = (Peer.objects.filter(pk=reader.peer_id)
-                    .values_list("display_name", flat=True).first() or "")
+                    .values_list("display_name", flat=True).first() or ""
+                    ) if reader.peer_id is not None else ""
     scope_ids = (list(scope_ancestors(scope).values_list("id", flat=True))
                  if scope is not None else readable_scope_ids(reader))
     sourced = KnowledgeSource.objects.filter(knowledge_id=OuterRef("pk")).filter(live_source_q())
