@@ -80,7 +80,9 @@ class AskApi(APIView):
         v = data.validated_data
         reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
         scope = scope_for_read(reader=reader, path=v["scope"])
-        profile = resolve_profile(requested=None, scope=scope, default="thorough")
+        # Fixed ask retrieves with thorough whatever the scope searches with (the seed);
+        # the scope chain's overrides of thorough still apply.
+        profile = resolve_profile(requested="thorough", scope=scope, default="thorough")
         body = ask(reader=reader, scope=scope, query=v["query"], profile=profile,
                    effort=v.get("effort"), include_source_recall=v["include_source_recall"])
         usage.record(principal_of(request), "ask")

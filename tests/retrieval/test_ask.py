@@ -134,6 +134,18 @@ def test_without_a_provider_the_top_statements_are_concatenated(live_server, cor
     assert body["supporting_statements"] == top
 
 
+def test_fixed_ask_retrieves_with_thorough_whatever_the_scope_searches_with(
+        live_server, corpus, settings):  # noqa: F811
+    from knowledge.models import Scope
+
+    w, _ = corpus
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    with account_context(w.account.id):
+        Scope.objects.filter(path="/").update(settings={"retrieval_profile": "fast"})
+    body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
+    assert body["profile"] == "thorough"
+
+
 @pytest.fixture
 def garden(corpus):  # noqa: F811
     """More garden statements than one 12-item page, a sourced stable fact and a relation
