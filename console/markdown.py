@@ -2,8 +2,8 @@
 
 The file is generated from knowledge/lifecycle.py, so the renderer only needs what that
 generator writes. Everything is HTML-escaped; the one piece of markup kept is the row
-anchor `<a id="state"></a>`, which becomes the `id` of its table row so
-`/console/lifecycle/#held` lands on (and highlights) the `held` row.
+anchor `<a id="state"></a>` (or a reason code's), which becomes the `id` of its table
+row so `/console/lifecycle/#held` lands on (and highlights) the `held` row.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-_ANCHOR = re.compile(r'^<a id="([a-z_]+)"></a>\s*')
+_ANCHOR = re.compile(r'^<a id="([a-z0-9_]+)"></a>\s*')
 _CODE = re.compile(r"`([^`]+)`")
 _RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
 
@@ -41,7 +41,8 @@ def _cells(line: str) -> list[str]:
 
 def _table(lines: list[str]) -> str:
     head = _cells(lines[0])
-    out = ['<div class="table-wrap" tabindex="0" role="region" aria-label="Lifecycle states">',
+    label = "Reason codes" if head and head[0] == "Code" else "Lifecycle states"
+    out = [f'<div class="table-wrap" tabindex="0" role="region" aria-label="{label}">',
            "<table class=\"contract\">", "<thead><tr>"]
     out += [f'<th scope="col">{_inline(c)}</th>' for c in head]
     out.append("</tr></thead><tbody>")

@@ -20,10 +20,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.utils import timezone
 
 from governance import selectors as gov
 from governance.models import PeerQuestion, Validation
@@ -97,6 +99,15 @@ def browse_knowledge(*, principal: Principal, reader: Reader, scope: Scope,
     if wanted:
         qs = qs.filter(state__in=wanted)
     return Paginator(qs.order_by("-updated_at", "-id"), BROWSE_PAGE_SIZE).get_page(page)
+
+
+def statement_counts_by_scope(*, principal: Principal, reader: Reader) -> dict[uuid.UUID, int]:
+    """How many statements the viewer may inspect are anchored at each scope (one
+    grouped query): the scope tree shows them, and the browser opens where they are."""
+    rows = (Knowledge.objects.filter(account_id=principal.account_id)
+            .filter(viewer_q(principal=principal, reader=reader))
+            .values("scope_id").annotate(n=Count("id")).order_by())
+    return {r["scope_id"]: r["n"] for r in rows}
 
 
 def scopes_for(*, principal: Principal) -> list[Scope]:
@@ -199,7 +210,80 @@ def consent_by_knowledge(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Validation
     return out
 
 
+@dataclass(frozen=True)
+class Activity:
+    """The Account's governed knowledge at a glance, within the curator's scopes."""
+
+    held: int
+    contested: int
+    needs_revalidation: int
+    stale: int
+    expiring_soon: int  # in use and past expires_at within EXPIRING_WINDOW
+    window_days: int
+
+
+EXPIRING_WINDOW = timedelta(days=7)
+
+
+def account_activity(*, principal: Principal) -> Activity:
+    """One grouped query over the statements a curator may see (the curator-visible
+    states in their scopes: never another subject's provisional row)."""
+    now = timezone.now()
+    qs = Knowledge.objects.filter(account_id=principal.account_id,
+                                  state__in=list(gov.CURATOR_STATES)).filter(
+        _within_roots(principal))
+    soon = Q(state__in=sorted(lifecycle.SEARCHABLE), expires_at__gt=now,
+             expires_at__lte=now + EXPIRING_WINDOW)
+    counts = qs.aggregate(
+        held=Count("id", filter=Q(state=lifecycle.HELD)),
+        contested=Count("id", filter=Q(state=lifecycle.CONTESTED)),
+        needs_revalidation=Count("id", filter=Q(state=lifecycle.NEEDS_REVALIDATION)),
+        stale=Count("id", filter=Q(state=lifecycle.STALE)),
+        expiring_soon=Count("id", filter=soon))
+    return Activity(window_days=EXPIRING_WINDOW.days, **counts)
+
+
 # --- subjects ---------------------------------------------------------------------------
+
+ME_PAGE_SIZE = 50
+# "About me" lists what asks something of the person first, then what is in use, then
+# history: within a state, by scope.
+ME_STATE_ORDER = (lifecycle.PROVISIONAL, lifecycle.NEEDS_REVALIDATION, lifecycle.STALE,
+                  lifecycle.HELD, lifecycle.CONTESTED, lifecycle.ACTIVE, lifecycle.PROPOSED,
+                  lifecycle.SUPERSEDED, lifecycle.EXPIRED, lifecycle.REJECTED,
+                  lifecycle.REDACTED, lifecycle.RETRACTED)
+
+
+def _about_me_qs(principal: Principal) -> QuerySet[Knowledge]:
+    return _knowledge_qs(principal).filter(subject_peer_id=principal.peer.id)
+
+
+def about_me(*, principal: Principal, state: str = "", scope: str = "",
+             page: Any = 1) -> Page[Knowledge]:
+    """Everything about the signed-in human (any scope, any state), optionally one state
+    and one scope, grouped by state (ME_STATE_ORDER) then scope path, newest first."""
+    qs = _about_me_qs(principal)
+    if state:
+        qs = qs.filter(state=state)
+    if scope:
+        qs = qs.filter(scope__path=scope)
+    rank = Case(*[When(state=s, then=Value(i)) for i, s in enumerate(ME_STATE_ORDER)],
+                default=Value(len(ME_STATE_ORDER)), output_field=IntegerField())
+    ordered = qs.annotate(state_rank=rank).order_by("state_rank", "scope__path",
+                                                    "-updated_at", "-id")
+    return Paginator(ordered, ME_PAGE_SIZE).get_page(page)
+
+
+def about_me_facets(*, principal: Principal) -> tuple[list[tuple[str, int]],
+                                                      list[tuple[str, int]]]:
+    """The states and scopes the person's statements are in, with counts (the filter's
+    choices): two grouped queries."""
+    qs = _about_me_qs(principal)
+    states = dict(qs.values_list("state").annotate(n=Count("id")).order_by())
+    scopes = list(qs.values_list("scope__path").annotate(n=Count("id")).order_by("scope__path"))
+    ordered = [(s, states[s]) for s in ME_STATE_ORDER if s in states]
+    return ordered, [(path, n) for path, n in scopes]
+
 
 def open_question_count(*, principal: Principal) -> int:
     if not principal.is_human:

@@ -73,10 +73,9 @@ from knowledge.models import Knowledge
 from knowledge.selectors import reader_for, scope_for_read
 from memhouse.authentication import principal_for_user
 from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal
+from memhouse.principal import Principal, ancestor_paths
 
 QUEUE_PAGE = 25
-ME_PAGE = 50
 SEARCH_LIMIT = 20
 TITLES = {400: "That did not work", 403: "Not allowed", 404: "Not found",
           409: "That cannot be done now", 422: "That did not work"}
@@ -213,7 +212,11 @@ def _actions_response(request: HttpRequest, principal: Principal, template: str,
                       context: dict[str, Any], *, flash: list[dict[str, str]],
                       event: str, detail: dict[str, Any], status: int = 200) -> HttpResponse:
     """An HTMX answer to a mutating POST: the fragment, counters and flash out-of-band,
-    and an HX-Trigger event naming what changed."""
+    and an HX-Trigger event naming what changed.
+
+    One message per action: when the fragment says the outcome itself (a decided row, an
+    error in the row) `flash` is empty, and the out-of-band flash only clears what an
+    earlier action left there."""
     resp = render(request, template, {**_nav(principal), **context, "flash": flash,
                                       "oob": True}, status=status)
     return trigger(resp, {event: detail})
@@ -230,7 +233,9 @@ def _subject_label(item: Knowledge) -> str:
 @require_GET
 @console_view()
 def home(request: HttpRequest, principal: Principal) -> HttpResponse:
-    return _page(request, principal, "console/home.html")
+    activity = (views_sel.account_activity(principal=principal)
+                if principal.is_curator else None)
+    return _page(request, principal, "console/home.html", {"activity": activity})
 
 
 @require_GET
@@ -267,7 +272,9 @@ def _consent_state(item: Knowledge, latest: Validation | None,
                    review: Validation | None) -> tuple[str, str]:
     """The consent position shown to a curator, in words, with a tone for styling."""
     if item.state == lifecycle.CONTESTED:
-        return "not part of a dispute", "muted"
+        # A dispute is about whether the statement is true, not where it is shared: the
+        # queue shows the subject's reason instead of a consent line.
+        return "", ""
     if latest is not None:
         if latest.status == Validation.Status.OPEN:
             return "waiting for the subject to answer", "pending"
@@ -343,6 +350,7 @@ def _queue_context(request: HttpRequest, principal: Principal, filters: dict[str
         more = _queue_url(filters) + ("&" if "?" in _queue_url(filters) else "?") + urlencode(
             {"cursor": page.next_cursor})
     return {"rows": _queue_rows(principal, page.items), "filters": filters, "more_url": more,
+            "activity": views_sel.account_activity(principal=principal),
             "queue_url": _queue_url(filters), "paged": bool(cursor),
             "scopes": views_sel.scopes_for(principal=principal),
             "bulk_actions": [(k, v[0]) for k, v in BULK_ACTIONS.items()]}
@@ -416,7 +424,7 @@ def _decide(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
             principal=principal, knowledge_id=knowledge_id)])
         return _actions_response(request, principal, "console/partials/queue_item_response.html",
                                  {"row": row, "error": error},
-                                 flash=[{"level": "error", "text": error}],
+                                 flash=[],
                                  event="queue-error", detail={"id": str(knowledge_id)},
                                  status=status)
     assert decided is not None
@@ -426,7 +434,7 @@ def _decide(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
     return _actions_response(request, principal, "console/partials/queue_item_response.html",
                              {"decided": decided, "decision": text,
                               "subject": _subject_label(decided)},
-                             flash=[{"level": "success", "text": text}],
+                             flash=[],
                              event="queue-changed",
                              detail={"id": str(decided.pk), "decision": code,
                                      "state": decided.state})
@@ -551,23 +559,48 @@ def _question_rows(questions: list[PeerQuestion]) -> list[QuestionRow]:
 @require_GET
 @console_view()
 def me(request: HttpRequest, principal: Principal) -> HttpResponse:
-    cursor = request.GET.get("cursor") or None
-    page = gov.knowledge_about_me(principal=principal, cursor=cursor, limit=ME_PAGE)
+    """Questions first, then every statement about me grouped by state and scope, with a
+    state / scope filter (an HTMX filter swaps only the statements)."""
+    state = (request.GET.get("state") or "").strip()
+    scope = (request.GET.get("scope") or "").strip()
+    if state and state not in lifecycle.STATES:
+        raise ApplicationError("invalid_filter",
+                               f"\u201c{state}\u201d is not a lifecycle state; choose one "
+                               f"from the list.")
+    page = views_sel.about_me(principal=principal, state=state, scope=scope,
+                              page=request.GET.get("page") or 1)
+    states, scopes = views_sel.about_me_facets(principal=principal)
+    filters = {k: v for k, v in (("state", state), ("scope", scope)) if v}
+    context = {"rows": _me_rows(list(page.object_list)), "page": page, "filters": filters,
+               "filter_query": urlencode(filters), "state_choices": states,
+               "scope_choices": scopes}
+    if is_partial(request) and getattr(request.htmx, "target", None) == "me-statements":
+        return render(request, "console/partials/me_statements.html", context)
     open_qs = gov.questions_for_me(principal=principal, limit=gov.MAX_LIMIT).items
     consent = [q for q in open_qs if q.kind == PeerQuestion.Kind.CONSENT]
     others = [q for q in open_qs if q.kind != PeerQuestion.Kind.CONSENT]
-    more = f"{reverse('console:me')}?{urlencode({'cursor': page.next_cursor})}" if (
-        page.next_cursor) else None
     return _page(request, principal, "console/me.html", {
-        "rows": _me_rows(page.items), "more_url": more, "paged": bool(cursor),
-        "questions": _question_rows(others), "consents": _question_rows(consent)})
+        **context, "questions": _question_rows(others), "consents": _question_rows(consent)})
+
+
+def _who_still_sees(state: str) -> str:
+    """Who besides the subject may still inspect a statement in `state`, in words, from
+    the lifecycle contract's visibility (for redaction: curators and administrators)."""
+    seen = lifecycle.STATES[state].visibility
+    who = [label for label, yes in (("other members", seen.member), ("curators", seen.curator),
+                                    ("administrators", seen.admin)) if yes]
+    if not who:
+        return "nobody else"
+    return who[0] if len(who) == 1 else ", ".join(who[:-1]) + " and " + who[-1]
 
 
 _SELF_ACTIONS = {
     "confirm": "Confirmed: the statement is active again.",
     "contest": "Contested: a curator will review your dispute. Until then the statement "
                "is not used.",
-    "redact": "Redacted: the statement is withdrawn from use and will not be searched.",
+    "redact": ("Redacted: the statement is withdrawn from use. "
+               f"{_who_still_sees(lifecycle.REDACTED).capitalize()} can still see it, with "
+               "your reason, as the record of your decision."),
 }
 
 
@@ -582,7 +615,8 @@ def _self_govern(request: HttpRequest, principal: Principal, knowledge_id: uuid.
     if not error and action == "redact" and not form.is_confirmed:
         # Redaction is terminal: ask once more, carrying the reason over.
         [row] = _me_rows([item])
-        context = {"row": row, "confirm_redact": True, "reason": reason}
+        context = {"row": row, "confirm_redact": True, "reason": reason,
+                   "still_seen_by": _who_still_sees(lifecycle.REDACTED)}
         if is_partial(request):
             return render(request, "console/partials/me_item.html", context)
         return _page(request, principal, "console/redact_confirm.html", context)
@@ -608,7 +642,7 @@ def _self_govern(request: HttpRequest, principal: Principal, knowledge_id: uuid.
                                                     knowledge_id=knowledge_id)])
         return _actions_response(request, principal, "console/partials/me_item_response.html",
                                  {"row": row, "error": error, "reason": reason},
-                                 flash=[{"level": "error", "text": error}],
+                                 flash=[],
                                  event="me-error", detail={"id": str(knowledge_id)},
                                  status=status)
     assert changed is not None
@@ -618,7 +652,7 @@ def _self_govern(request: HttpRequest, principal: Principal, knowledge_id: uuid.
     [row] = _me_rows([gov.knowledge_for_subject(principal=principal, knowledge_id=knowledge_id)])
     return _actions_response(request, principal, "console/partials/me_item_response.html",
                              {"row": row, "done": text},
-                             flash=[{"level": "success", "text": text}],
+                             flash=[],
                              event="me-changed",
                              detail={"id": str(knowledge_id), "action": action,
                                      "state": changed.state})
@@ -675,7 +709,7 @@ def me_correct(request: HttpRequest, principal: Principal,
         return _actions_response(request, principal, "console/partials/me_item_response.html",
                                  {"row": row, "correct_error": error, "statement": statement,
                                   "correct_reason": reason},
-                                 flash=[{"level": "error", "text": error}],
+                                 flash=[],
                                  event="me-error", detail={"id": str(knowledge_id)},
                                  status=status)
     assert new is not None
@@ -688,7 +722,7 @@ def me_correct(request: HttpRequest, principal: Principal,
         gov.knowledge_for_subject(principal=principal, knowledge_id=knowledge_id)])
     return _actions_response(request, principal, "console/partials/me_item_response.html",
                              {"row": new_row, "done": text, "replaced_row": old_row},
-                             flash=[{"level": "success", "text": text}],
+                             flash=[],
                              event="me-changed",
                              detail={"id": str(knowledge_id), "action": "correct",
                                      "state": lifecycle.SUPERSEDED, "new": str(new.pk)})
@@ -724,7 +758,7 @@ def question_answer(request: HttpRequest, principal: Principal,
         question = gov.question_for_me(principal=principal, question_id=question_id)
         return _actions_response(request, principal, "console/partials/question_response.html",
                                  {"q": _question_rows([question])[0], "error": error},
-                                 flash=[{"level": "error", "text": error}],
+                                 flash=[],
                                  event="question-error", detail={"id": str(question_id)},
                                  status=status)
     text = _ANSWERED.get(answer, "Thank you for answering.")
@@ -733,7 +767,7 @@ def question_answer(request: HttpRequest, principal: Principal,
     question.knowledge.refresh_from_db()
     return _actions_response(request, principal, "console/partials/question_response.html",
                              {"answered": question, "done": text},
-                             flash=[{"level": "success", "text": text}],
+                             flash=[],
                              event="question-answered",
                              detail={"id": str(question.pk), "answer": answer})
 
@@ -748,6 +782,18 @@ def scope_browser(request: HttpRequest, principal: Principal, path: str = "") ->
 
     reader = reader_for(principal=principal)
     scope = scope_for_read(reader=reader, path="/" + path.strip("/"))
+    counts = views_sel.statement_counts_by_scope(principal=principal, reader=reader)
+    scopes = views_sel.scopes_for(principal=principal)
+    if not path.strip("/") and not request.GET and not counts.get(scope.pk):
+        # Nothing is anchored at the root for this viewer: open on the scope where a read
+        # sees the most (its statements and its ancestors'; the first path on a tie)
+        # rather than on an empty "/ (0)".
+        held = {s.path: counts.get(s.pk, 0) for s in scopes}
+        fullest = max((s for s in scopes if held[s.path]), default=None,
+                      key=lambda s: sum(held.get(p, 0) for p in ancestor_paths(s.path)))
+        if fullest is not None:
+            return HttpResponseRedirect(
+                reverse("console:scope-root") + fullest.path.strip("/") + "/")
     form = BrowseForm(request.GET)
     if not form.is_valid():
         raise ApplicationError("invalid_filter", errors_in_words(form))
@@ -770,7 +816,7 @@ def scope_browser(request: HttpRequest, principal: Principal, path: str = "") ->
         "listing": listing, "filter_query": filter_query, "mergeable": mergeable,
         "here": request.get_full_path(),
         "all_states": list(lifecycle.STATES),
-        "scopes": views_sel.scopes_for(principal=principal),
+        "scopes": [(s, counts.get(s.pk, 0)) for s in scopes],
     }
     if is_partial(request):
         return render(request, "console/partials/scope_results.html", context)

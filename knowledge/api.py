@@ -121,10 +121,12 @@ class PeopleApi(APIView):
         username = serializers.CharField(max_length=150, required=False)
         invite = serializers.BooleanField(required=False, default=True)
 
+    @extend_schema(summary="The Account's people (administrators)")
     def get(self, request: Request) -> Response:
         rows = people.people_list(principal=principal_of(request))
         return Response({"people": [r.as_dict() for r in rows]})
 
+    @extend_schema(summary="Add a person with a role and scopes; with invite, a one-time link")
     def post(self, request: Request) -> Response:
         p = principal_of(request)
         data = self.InputSerializer(data=request.data)
@@ -153,12 +155,13 @@ class PersonApi(APIView):
     class InputSerializer(_PersonInput):
         active = serializers.BooleanField(required=False)
 
-    @extend_schema(operation_id="v1_person_retrieve")
+    @extend_schema(operation_id="v1_person_retrieve", summary="One person of the Account")
     def get(self, request: Request, person_id: uuid.UUID) -> Response:
         return Response(people.person_row(principal=principal_of(request),
                                            person_id=person_id).as_dict())
 
-    @extend_schema(operation_id="v1_person_partial_update")
+    @extend_schema(operation_id="v1_person_partial_update",
+                   summary="Change a person's role, scopes, name or active state")
     def patch(self, request: Request, person_id: uuid.UUID) -> Response:
         p = principal_of(request)
         peer = people.person_get(principal=p, person_id=person_id)
@@ -176,7 +179,8 @@ class PersonInvitationApi(APIView):
 
     permission_classes = [IsHumanAdmin]
 
-    @extend_schema(operation_id="v1_person_invitation_create")
+    @extend_schema(operation_id="v1_person_invitation_create",
+                   summary="A new one-time invitation link (earlier ones stop working)")
     def post(self, request: Request, person_id: uuid.UUID) -> Response:
         p = principal_of(request)
         peer = people.person_get(principal=p, person_id=person_id)

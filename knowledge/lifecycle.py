@@ -149,6 +149,81 @@ STATES: dict[str, State] = {
     )
 }
 
+# Every reason code in words, for people: the console shows these sentences (never the
+# bare code), and docs/lifecycle.md lists them. Codes that only label a curator review
+# (a Validation's reason) are here too. A test checks every state's codes have one.
+REASON_SENTENCES: dict[str, str] = {
+    "f4_pipeline_proposed": "Extracted from a source and waiting for its first gate decision.",
+    "f4_gate_a_b_accepted": "Accepted by the gates: a direct statement from a source that "
+                            "may say it.",
+    "f4_curator_approved": "Approved by a curator.",
+    "f4_subject_confirmed": "Confirmed by the person it is about.",
+    "f4_contest_resolved_for": "A curator upheld the statement after its subject disputed it.",
+    "f4_revalidation_confirmed": "Confirmed again after its revalidation date.",
+    "f4_timer_evidence": "Kept in use: a timer recorded evidence without changing it.",
+    "f4_promotion_declined": "Stays at its current level: the wider placement was declined.",
+    "f4_curator_edited": "Written by a curator to correct or merge earlier statements.",
+    "f4_subject_corrected": "Written by the person it is about, to replace an outdated "
+                            "statement.",
+    "f4_gate_a_b_deferred": "Someone else said it about this person: only they see it "
+                            "until they confirm it.",
+    "f4_scope_hold": "Held for a curator: it would be shared with everyone in the scope.",
+    "f4_promotion_requested": "Held while a wider placement waits for consent and a curator.",
+    "f4_gate_unattended_hold": "Held because nobody was there to confirm it.",
+    "f4_revalidation_due": "Past its revalidation date: unused until it is confirmed again.",
+    "f4_contributor_changed": "A statement it was deduced from changed: unused until it is "
+                              "confirmed again.",
+    "f4_curator_edit": "Replaced by a curator's corrected version.",
+    "f4_curator_merge": "Merged by a curator into one statement.",
+    "f4_subject_correction": "Replaced by its subject's correction.",
+    "f4_document_revision": "A newer version of its document no longer says it.",
+    "f4_consolidated": "Folded into an equivalent statement.",
+    "f4_deduction_replaced": "Replaced by a newer deduction.",
+    "f4_updated_by_source": "Replaced by a newer statement from the same source or its "
+                            "subject.",
+    "f4_late_arrival": "Arrived after a newer statement about the same thing, so it was "
+                       "retired at once.",
+    "f4_contradiction_resolved": "A curator retired it in favour of a newer, contradicting "
+                                 "claim.",
+    "f4_subject_confirmed_update": "Its subject confirmed a newer claim that replaces it.",
+    "f4_expiry_due": "Past its expiry date.",
+    "f4_gate_a_noise": "Refused as noise: nothing worth remembering.",
+    "f4_gate_a_duplicate": "Refused as a duplicate of a statement already held.",
+    "f4_gate_a_unsupported": "Refused: its source does not support it.",
+    "f4_gate_a_machine_output": "Refused as machine output (logs, metrics, payloads, "
+                                "stack traces).",
+    "f4_gate_a_phatic": "Refused as an acknowledgement or a ping.",
+    "f4_gate_a_fragment": "Refused as a fragment with no content of its own.",
+    "f4_gate_b_restricted_unattended": "Withheld: restricted content, and nobody was there "
+                                       "to review it.",
+    "f4_curator_rejected": "Rejected by a curator.",
+    "f4_contest_resolved_against": "A curator agreed with its subject's dispute and "
+                                   "rejected it.",
+    "f4_review_overdue": "Rejected because its review was not decided in time.",
+    "f4_subject_denied_pending": "Its subject said it is wrong before it was placed.",
+    "f4_subject_contested": "Disputed by the person it is about; a curator decides.",
+    "f4_subject_redacted": "Withdrawn from use by the person it is about.",
+    "f4_revalidation_confidence_decay": "Not confirmed in time, so no longer relied on.",
+    "f4_source_tombstoned": "Its last source document was deleted.",
+    "f4_source_erased": "Its last source was erased.",
+    "f4_subject_denied": "Its subject said it is wrong.",
+    "f4_document_source_removed": "Its document stopped supporting it.",
+    # Curator review reasons (Validation.reason) that are not state reasons.
+    "f4_update_contradicted": "A newer claim from someone else contradicts it.",
+}
+
+
+def reason_sentence(code: str | None) -> str:
+    """The sentence for a reason code; an unknown code reads as words, not as a code."""
+    if not code:
+        return ""
+    known = REASON_SENTENCES.get(code)
+    if known is not None:
+        return known
+    words = code.removeprefix("f4_").replace("_", " ").strip()
+    return (words[:1].upper() + words[1:] + ".") if words else ""
+
+
 # Allowed exits per state. A state listed in its own set has a governed self-edge: the
 # transition records evidence (timer evidence, an unverified deferral, repeated erasure)
 # without changing the state.
@@ -348,5 +423,20 @@ def operator_table_markdown() -> str:
         "their own rows in any scope; another subject's `provisional` row stays hidden "
         "even from curators and administrators.",
         "",
+        "## Reason codes",
+        "",
+        "Every transition records a reason code; the console shows its sentence.",
+        "",
+        "| Code | Meaning | Leads to |",
+        "|---|---|---|",
     ]
+    leads_to: dict[str, list[str]] = {}
+    for name, s in STATES.items():
+        for r in s.reasons:
+            leads_to.setdefault(r, []).append(name)
+    for code, sentence in REASON_SENTENCES.items():
+        states = ", ".join(f"`{n}`" for n in leads_to.get(code, []))
+        lines.append(f"| <a id=\"{code}\"></a>`{code}` | {sentence} "
+                     f"| {states or 'a curator review'} |")
+    lines.append("")
     return "\n".join(lines)

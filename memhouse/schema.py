@@ -30,7 +30,7 @@ class MemhouseAutoSchema(AutoSchema):
     def get_response_serializers(self) -> Any:
         output = getattr(self.view, "OutputSerializer", None)
         ok = output if output is not None else OpenApiResponse(
-            description="JSON object; see docs/api.md for the fields")
+            description="JSON object; see the example and docs/api-guide.md")
         code = "201" if self.method == "POST" and output is not None else "200"
         return {
             code: ok,
@@ -75,16 +75,18 @@ class ConsoleSessionScheme(OpenApiAuthenticationExtension):
 
 def postprocess_examples(result: dict[str, Any], generator: Any, request: Any,
                          public: bool) -> dict[str, Any]:
-    """drf-spectacular postprocessing hook: each operation gets its request and response
-    examples from memhouse.schema_examples, its real success status (201/202 where the
+    """drf-spectacular postprocessing hook: each operation gets its summary, its request
+    and response examples from memhouse.schema_examples, its real success status (201/202 where the
     view answers so) and an example of the error shape under every error response."""
-    from memhouse.schema_examples import ERRORS, EXAMPLES
+    from memhouse.schema_examples import ERRORS, EXAMPLES, SUMMARIES
 
     for methods in result.get("paths", {}).values():
         for operation in methods.values():
             if not isinstance(operation, dict) or "operationId" not in operation:
                 continue
             example = EXAMPLES.get(operation["operationId"])
+            if operation["operationId"] in SUMMARIES:
+                operation["summary"] = SUMMARIES[operation["operationId"]]
             responses = operation.setdefault("responses", {})
             for code, body in ERRORS.items():
                 content = responses.get(code, {}).get("content", {}).get("application/json")

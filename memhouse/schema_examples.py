@@ -1,9 +1,10 @@
 """Request and response examples for every API operation, keyed by operationId.
 
 :func:`memhouse.schema.postprocess_examples` injects them into the OpenAPI schema (views
-stay untouched) and sets each operation's real success status. They follow docs/api.md:
-Caroline's support-group message, the /demo scope, the scribe agent. A test validates
-every example against its schema and checks that every operation has one.
+stay untouched) and sets each operation's real success status; docs/api.md is generated
+from them (`manage.py api_doc`). They follow docs/api-guide.md: Caroline's support-group
+message, the /demo scope, the scribe agent. A test validates every example against its
+schema and checks that every operation has one.
 """
 
 from __future__ import annotations
@@ -93,9 +94,13 @@ PERSON = {"id": "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", "key": "caroline",
           "invitation_expires_at": None, "created_at": NOW}
 INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00:00Z",
               "url": "https://memhouse.example/console/invitation/mh_5e6f7a8b9c0d_Qw3.../"}
+# The ids docs/api.md's curl lines put into path parameters.
+PATH_PARAMETERS: dict[str, str] = {"knowledge_id": K1, "document_id": DOC,
+                                   "question_id": QUESTION, "message_id": MSG}
 
 # operationId -> {"status": success code, "request": body (when there is one),
-#                 "response": body, "summary": short name of the example}
+#                 "query": query parameters of the example request (docs/api.md only),
+#                 "response": body}
 EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_auth_token_create": {
         "status": 201,
@@ -164,6 +169,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_usage_retrieve": {
         "status": 200,
+        "query": {"since": "2026-12-01T00:00:00Z"},
         "response": {"scope": "credential", "since": "2026-12-01T00:00:00Z",
                      "totals": {"ingest": 2, "search": 12, "ask": 1, "model_call": 2,
                                 "model_tokens": 1840}},
@@ -286,6 +292,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_curator_queue_retrieve": {
         "status": 200,
+        "query": {"state": "held", "limit": 25},
         "response": {"items": [{
             **knowledge("held", "f4_scope_hold", subject=None, level="scope",
                         statement="The demo team meets on Mondays.", kind="fact",
@@ -315,8 +322,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_curator_knowledge_resolve_create": {
         "status": 200,
         "request": {"outcome": "for", "note": "the subject is right"},
-        "response": {"knowledge": knowledge("retracted", "f4_dispute_upheld",
-                                            verification="subject_disputed")},
+        "response": {"knowledge": knowledge("active", "f4_contest_resolved_for",
+                                            verification="curator_approved")},
     },
     "v1_curator_knowledge_promote_create": {
         "status": 202,
@@ -365,6 +372,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_scopes_settings_belief_time_retrieve": {
         "status": 200,
+        "query": {"scope": "/demo"},
         "response": {"scope": "/demo", "belief_time": {"revalidate_days": {"preference": 30}},
                      "effective": EFFECTIVE_BELIEF_TIME},
     },
@@ -376,17 +384,20 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_knowledge_list": {
         "status": 200,
+        "query": {"peer_key": "caroline", "scope": "/demo", "state": "active", "limit": 2},
         "response": {"items": [knowledge(verification="gate_keep")],
                      "next_cursor": "MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwzZjBiNmMxZQ",
                      "reader_posture": "peer"},
     },
     "v1_knowledge_retrieve": {
         "status": 200,
+        "query": {"peer_key": "caroline"},
         "response": {"knowledge": knowledge(verification="gate_keep"),
                      "reader_posture": "peer"},
     },
     "v1_me_knowledge_retrieve": {
         "status": 200,
+        "query": {"limit": 50},
         "response": {"items": [knowledge()],
                      "next_cursor": "MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwzZjBiNmMxZQ"},
     },
@@ -408,6 +419,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_me_questions_retrieve": {
         "status": 200,
+        "query": {"status": "open"},
         "response": {"items": [QUESTION_OUT], "next_cursor": None},
     },
     "v1_questions_answer_create": {
@@ -430,6 +442,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_admin_dead_letters_retrieve": {
         "status": 200,
+        "query": {"limit": 50},
         "response": {"items": [{
             "id": MSG, "client_message_id": "chat-42:7", "peer_key": "caroline",
             "scope": "/demo", "occurred_at": NOW, "inserted_at": NOW, "failed_at": NOW,
@@ -455,4 +468,61 @@ ERRORS: dict[str, dict[str, Any]] = {
                       "message": "message id 'chat-42:1' was already used for other text"}},
     "429": {"error": {"code": "rate_limited",
                       "message": "rate limit exceeded; retry in 12 seconds"}},
+}
+
+# One line per operation: the OpenAPI summary (Swagger UI's list, docs/api.md's index).
+SUMMARIES: dict[str, str] = {
+    "v1_auth_token_create": "Sign in: exchange a human's username and password for a "
+                            "short-lived token",
+    "v1_auth_token_revoke_create": "Revoke this login token, or every login token of the "
+                                   "signed-in human",
+    "v1_me_retrieve": "Who the credential is: peer, kind, scopes, curator flag, act-for grant",
+    "v1_me_knowledge_retrieve": "Everything about the signed-in human, in any scope and state",
+    "v1_me_knowledge_confirm_create": "Confirm a statement about yourself",
+    "v1_me_knowledge_contest_create": "Dispute a statement about yourself (a curator decides)",
+    "v1_me_knowledge_correct_create": "Replace an outdated statement about yourself with "
+                                      "what is true now",
+    "v1_me_knowledge_redact_create": "Withdraw a statement about yourself from use",
+    "v1_me_questions_retrieve": "Questions put to the signed-in human (confirmation, "
+                                "revalidation, consent)",
+    "v1_questions_answer_create": "Answer a question put to you",
+    "v1_scopes_retrieve": "List the scopes this credential may see",
+    "v1_scopes_create": "Create a scope (and its missing ancestors)",
+    "v1_scopes_settings_belief_time_retrieve": "Read a scope's belief-time override and the "
+                                               "effective policy",
+    "v1_scopes_settings_belief_time_update": "Set or clear a scope's belief-time override "
+                                             "(administrators)",
+    "v1_peers_retrieve": "List the Account's peers",
+    "v1_peers_create": "Register a participant (human or agent) without a password",
+    "v1_messages_create": "Ingest a batch of messages; extraction runs in the pipeline",
+    "v1_documents_create": "Upload a document (its first version)",
+    "v1_documents_versions_create": "Add a version to a document; statements it no longer "
+                                    "supports are superseded",
+    "v1_documents_retrieve": "A document and its versions",
+    "v1_documents_destroy": "Tombstone a document; statements left without a source are "
+                            "retracted",
+    "v1_search_create": "Search governed knowledge for a reader (fused strategies under a "
+                        "deadline)",
+    "v1_ask_create": "Answer a question from governed knowledge, with citations",
+    "v1_context_create": "Context for an agent's prompt from projections (no model call)",
+    "v1_lineage_create": "A statement's provenance, relations and supersession graph",
+    "v1_stable_profile_create": "A peer's stable profile: direct, source-backed, "
+                                "non-sensitive statements",
+    "v1_knowledge_list": "Page through the statements a reader may see",
+    "v1_knowledge_retrieve": "One statement a reader may see",
+    "v1_curator_queue_retrieve": "Statements waiting for a curator: held, contested, "
+                                 "contradicted",
+    "v1_curator_knowledge_approve_create": "Approve a held statement",
+    "v1_curator_knowledge_reject_create": "Reject a held statement",
+    "v1_curator_knowledge_resolve_create": "Decide a subject's dispute, for or against the "
+                                           "statement",
+    "v1_curator_knowledge_promote_create": "Request a wider placement (scope or Account level)",
+    "v1_curator_knowledge_edit_create": "Correct a statement: a new row supersedes it",
+    "v1_curator_knowledge_merge_create": "Merge statements about one subject in one scope",
+    "v1_curator_knowledge_contradiction_create": "Settle a contradiction review: keep or "
+                                                 "retire the current statement",
+    "v1_erasure_create": "Hard-delete a message, a document or a peer's messages (erasure)",
+    "v1_admin_dead_letters_retrieve": "Messages whose extraction failed (administrators)",
+    "v1_admin_dead_letters_retry_create": "Extract a dead-lettered message again",
+    "v1_usage_retrieve": "Metered usage by kind since a time",
 }

@@ -33,6 +33,20 @@ def percent(value: Any) -> str:
         return ""
 
 
+@register.filter
+def reason(code: Any) -> str:
+    """'f4_scope_hold' -> the lifecycle module's sentence for it."""
+    from knowledge.lifecycle import reason_sentence
+
+    return reason_sentence(str(code or ""))
+
+
+@register.inclusion_tag("console/partials/reason.html")
+def reason_text(code: str) -> dict[str, Any]:
+    """A reason code as its sentence, linked to its row in the lifecycle contract."""
+    return {"code": code}
+
+
 @register.inclusion_tag("console/partials/state_badge.html")
 def state_badge(state: str) -> dict[str, Any]:
     return {"state": state}

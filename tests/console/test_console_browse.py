@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge import audit, services
+from knowledge import audit, lifecycle, services
 from knowledge.models import Relation
 from memhouse.tenancy import rebind_account_for_tests
 from tests.console.builders import HX, active, held, provisional
@@ -72,12 +72,33 @@ def test_search_uses_the_balanced_profile(bob, corpus):
     assert "Search results for “newsletter”" in html and "Profile balanced (balanced-v2" in html
 
 
-def test_the_root_scope_and_scope_navigation(bob, corpus):
-    html = bob.get("/console/scopes/").content.decode()
-    assert "Knowledge at <code>/</code>" in html
-    assert 'href="/console/scopes/marketing/paid/"' in html
+def test_the_knowledge_page_opens_where_the_statements_are(bob, world, corpus):
+    # Nothing is anchored at "/": the page opens on the scope where a read sees the most
+    # statements bob may see (/marketing/social: two of its own and /marketing's; paid:
+    # one and /marketing's) instead of an empty "/ (0)".
+    active(world, "The social team answers comments within a day.")
+    r = bob.get("/console/scopes/")
+    assert r.status_code == 302 and r["Location"] == "/console/scopes/marketing/social/"
+    html = bob.get(r["Location"]).content.decode()
+    assert "Knowledge at <code>/marketing/social</code>" in html
+    assert corpus["alice"].statement in html
+    # The scope tree says how many statements each scope holds for this reader.
+    assert 'href="/console/scopes/marketing/paid/">paid</a> <span class="count-inline"' in html
+    assert 'href="/console/scopes/marketing/social/" aria-current="page">social</a> ' \
+           '<span class="count-inline" title="statements anchored here that you may see">2' in html
+    # A filtered or searched root is shown as asked.
+    root = bob.get("/console/scopes/?state=active").content.decode()
+    assert "Knowledge at <code>/</code>" in root
     r = bob.get("/console/scopes/marketing/social")
     assert r.status_code == 200  # the trailing slash is optional
+
+
+def test_the_root_opens_as_itself_when_it_holds_statements(bob, world, corpus):
+    root = services.scope_ensure(account_id=world.account.id, path="/")
+    active(world, "Everyone in the company gets Fridays off in August.", scope=root)
+    html = bob.get("/console/scopes/").content.decode()
+    assert "Knowledge at <code>/</code>" in html
+    assert "Everyone in the company gets Fridays off in August." in html
 
 
 def test_unknown_and_foreign_scopes_are_404(bob, world, mallory):
@@ -102,8 +123,11 @@ def test_the_item_page_shows_lineage_and_history(carol, world, corpus):
     assert r.status_code == 200
     assert "<h1" in html and item.statement in html
     assert "message from Scribe" in html and "Lineage" in html and "Lifecycle history" in html
-    assert "<code>f4_pipeline_proposed</code>" in html
-    assert "<code>f4_gate_a_b_accepted</code>" in html
+    # Reason codes read as the lifecycle module's sentences, linked to the contract.
+    assert ('<a class="reason" href="/console/lifecycle/#f4_pipeline_proposed">Extracted '
+            'from a source and waiting for its first gate decision.</a>') in html
+    assert lifecycle.reason_sentence("f4_gate_a_b_accepted") in html
+    assert ">f4_gate_a_b_accepted<" not in html and "<code>f4_" not in html
     assert corpus["alice"].statement in html  # a visible related statement
     assert "a statement you may not see" in html  # the provisional end stays hidden
     assert corpus["alice_provisional"].statement not in html

@@ -172,7 +172,8 @@ def test_merge_refusals_in_words(carol, world, pair):
     r = carol.post("/console/knowledge/merge/", {"ids": [str(pair[0].pk)],
                                                  "next": "/console/scopes/"})
     assert r.status_code == 303 and r["Location"] == "/console/scopes/"
-    assert "Choose 2 to 20 statements to merge." in carol.get("/console/scopes/").content.decode()
+    assert "Choose 2 to 20 statements to merge." in carol.get("/console/scopes/",
+                                                             follow=True).content.decode()
     rebind_account_for_tests(world.account.id)
     bobs = active(world, "Bob likes green tea.", subject=world.member)
     r = carol.post("/console/knowledge/merge/", {"ids": [str(pair[0].pk), str(bobs.pk)],
@@ -202,7 +203,8 @@ def test_the_queue_shows_a_visible_contradicting_claim(carol, world):
     old = contradicted(world, "The social team posts on Tuesdays.", newer)
     html = carol.get("/console/queue/").content.decode()
     assert old.statement in html and "Contradicted by a newer claim" in html
-    assert "<code>f4_update_contradicted</code>" in html
+    assert "A newer claim from someone else contradicts it." in html  # the reason, in words
+    assert "f4_update_contradicted</" not in html
     assert newer.statement in html
     assert f'formaction="/console/queue/{old.pk}/contradiction/"' in html
     assert ">Keep</button>" in html and ">Retire</button>" in html
