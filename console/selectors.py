@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
@@ -271,7 +271,8 @@ def about_me(*, principal: Principal, state: str = "", scope: str = "",
                 default=Value(len(ME_STATE_ORDER)), output_field=IntegerField())
     ordered = qs.annotate(state_rank=rank).order_by("state_rank", "scope__path",
                                                     "-updated_at", "-id")
-    return Paginator(ordered, ME_PAGE_SIZE).get_page(page)
+    # The rank annotation is for ordering only; rows are plain statements.
+    return cast("Page[Knowledge]", Paginator(ordered, ME_PAGE_SIZE).get_page(page))
 
 
 def about_me_facets(*, principal: Principal) -> tuple[list[tuple[str, int]],

@@ -574,7 +574,8 @@ def me(request: HttpRequest, principal: Principal) -> HttpResponse:
     context = {"rows": _me_rows(list(page.object_list)), "page": page, "filters": filters,
                "filter_query": urlencode(filters), "state_choices": states,
                "scope_choices": scopes}
-    if is_partial(request) and getattr(request.htmx, "target", None) == "me-statements":
+    htmx = getattr(request, "htmx", None)  # django-htmx's middleware sets it
+    if is_partial(request) and getattr(htmx, "target", None) == "me-statements":
         return render(request, "console/partials/me_statements.html", context)
     open_qs = gov.questions_for_me(principal=principal, limit=gov.MAX_LIMIT).items
     consent = [q for q in open_qs if q.kind == PeerQuestion.Kind.CONSENT]
