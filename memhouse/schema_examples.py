@@ -88,7 +88,8 @@ QUESTION_OUT: dict[str, Any] = {
 }
 
 PERSON_2 = "5b0c7d1e-8f2a-4c3b-9d4e-6f7a8b9c0d1e"
-PERSON = {"id": "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", "key": "caroline",
+PERSON_ID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+PERSON = {"id": PERSON_ID, "key": "caroline",
           "display_name": "Caroline", "username": "caroline", "role": "curator",
           "scopes": ["/"], "active": True, "has_password": True,
           "invitation_expires_at": None, "created_at": NOW}
@@ -96,7 +97,8 @@ INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00
               "url": "https://memhouse.example/console/invitation/mh_5e6f7a8b9c0d_Qw3.../"}
 # The ids docs/api.md's curl lines put into path parameters.
 PATH_PARAMETERS: dict[str, str] = {"knowledge_id": K1, "document_id": DOC,
-                                   "question_id": QUESTION, "message_id": MSG}
+                                   "question_id": QUESTION, "message_id": MSG,
+                                   "person_id": PERSON_ID}
 
 # operationId -> {"status": success code, "request": body (when there is one),
 #                 "query": query parameters of the example request (docs/api.md only),
