@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from knowledge import lifecycle
 from knowledge.models import Knowledge
 from memhouse.tenancy import account_context
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
@@ -117,7 +118,9 @@ def test_curator_approves_a_held_statement_and_finds_it_searchable(
     assert "Approved" in decided.inner_text()
     assert page.locator("#queue-count").inner_text() == "1"
     assert page.locator("#queue-stats dd").first.inner_text() == "1"
-    assert "now active and searchable" in page.locator("#flash").inner_text()
+    # One message per action: the row says it; the flash area stays empty.
+    assert "now active and searchable" in decided.inner_text()
+    assert page.locator("#flash").inner_text().strip() == ""
     # Focus moved to the outcome, not lost with the removed button.
     assert page.evaluate("document.activeElement.classList.contains('decided-msg')")
     with account_context(w.account.id):
@@ -144,7 +147,9 @@ def test_curator_approves_a_held_statement_and_finds_it_searchable(
     page.wait_for_selector("#item-title")
     assert page.locator("#item-title").inner_text() == statement
     history = page.locator("table.history").inner_text()
-    assert "f4_scope_hold" in history and "f4_curator_approved" in history
+    assert lifecycle.REASON_SENTENCES["f4_scope_hold"] in history
+    assert lifecycle.REASON_SENTENCES["f4_curator_approved"] in history
+    assert "f4_" not in history
     assert "Carol" in history
     shots(page, "item")
 
@@ -183,7 +188,12 @@ def test_subject_redacts_a_fact_about_themself(page: Any, live_server: Any,
     page.keyboard.press("Enter")
     page.wait_for_selector("li.question.answered")
     assert page.locator("#question-count").inner_text() == "0"
-    assert "the statement is confirmed" in page.locator("#flash").inner_text()
+    assert "the statement is confirmed" in page.locator("li.question.answered").inner_text()
+    assert page.locator("#flash").inner_text().strip() == ""
+
+    # The reason box opens on demand (a <details>; no inline script under the CSP).
+    assert not row.get_by_label("Reason").is_visible()
+    row.get_by_text("Contest or redact…").click()
 
     row.get_by_label("Reason").fill("This is private health information.")
     row.get_by_role("button", name="Redact…").click()
@@ -194,6 +204,7 @@ def test_subject_redacts_a_fact_about_themself(page: Any, live_server: Any,
     page.wait_for_selector(f"#me-{fact.pk} .decided-msg")
     row = page.locator(f"#me-{fact.pk}")
     assert "Redacted" in row.inner_text()
+    assert "can still see it" in row.inner_text()
     assert row.locator("a.badge").get_attribute("href") == "/console/lifecycle/#redacted"
     with account_context(w.account.id):
         redacted = Knowledge.objects.get(pk=fact.pk)
@@ -227,12 +238,13 @@ def test_curator_edits_a_statement_and_the_item_page_shows_the_chain(
     assert page.locator("#item-title").inner_text() == new_text
     assert "Edited: the corrected statement is active" in page.locator("#flash").inner_text()
     older = page.locator("#supersedes")
-    assert old_text in older.inner_text() and "f4_curator_edit" in older.inner_text()
+    assert old_text in older.inner_text()
+    assert lifecycle.REASON_SENTENCES["f4_curator_edit"] in older.inner_text()
     assert older.locator("a.badge").first.get_attribute("href") == (
         "/console/lifecycle/#superseded")
     assert "scribe: videos go out on Tuesdays" in page.locator("table.list").first.inner_text()
     history = page.locator("table.history").inner_text()
-    assert "f4_curator_edited" in history and "Carol" in history
+    assert lifecycle.REASON_SENTENCES["f4_curator_edited"] in history and "Carol" in history
     with account_context(w.account.id):
         new = Knowledge.objects.get(supersedes_id=item.pk)
         old = Knowledge.objects.get(pk=item.pk)
@@ -246,5 +258,6 @@ def test_curator_edits_a_statement_and_the_item_page_shows_the_chain(
     older.get_by_role("link", name=old_text).click()
     page.wait_for_url(f"**/console/knowledge/{item.pk}/")
     newer = page.locator("#superseded-by")
-    assert new_text in newer.inner_text() and "f4_curator_edited" in newer.inner_text()
+    assert new_text in newer.inner_text()
+    assert lifecycle.REASON_SENTENCES["f4_curator_edited"] in newer.inner_text()
     assert page.locator("#edit-title").count() == 0
