@@ -2,7 +2,7 @@
 a curator approves a held statement and then finds it with the knowledge browser's
 search; a subject redacts a fact about themself.
 
-Set MEMHOUSE_SCREENSHOTS=1 to refresh docs/screenshots/*.png from this run; otherwise the
+Set MEMHOUSE_SCREENSHOTS=1 to refresh docs/screenshots/*.png (docs/tour.md) from this run; otherwise the
 screenshots go to the test's temporary directory (they are taken either way, so a page
 that fails to render fails here).
 """
