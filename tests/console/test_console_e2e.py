@@ -2,9 +2,9 @@
 a curator approves a held statement and then finds it with the knowledge browser's
 search; a subject redacts a fact about themself.
 
-Set MEMHOUSE_SCREENSHOTS=1 to refresh docs/screenshots/*.png (docs/tour.md) from this run; otherwise the
-screenshots go to the test's temporary directory (they are taken either way, so a page
-that fails to render fails here).
+Set MEMHOUSE_SCREENSHOTS=1 to refresh docs/screenshots/*.png (the tour, docs/tour.md)
+from this run; otherwise the screenshots go to the test's temporary directory (they are
+taken either way, so a page that fails to render fails here).
 """
 
 from __future__ import annotations
