@@ -30,7 +30,15 @@ from django.utils import timezone
 from governance import selectors as gov
 from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle
-from knowledge.models import AuditEntry, Knowledge, KnowledgeSource, LifecycleEvent, Relation, Scope
+from knowledge.models import (
+    AuditEntry,
+    AuditVerification,
+    Knowledge,
+    KnowledgeSource,
+    LifecycleEvent,
+    Relation,
+    Scope,
+)
 from knowledge.selectors import scope_ancestors, sensitivity_q
 from memhouse.errors import NotFound
 from memhouse.principal import Principal, Reader, ancestor_paths
@@ -393,3 +401,14 @@ def audit_page(*, principal: Principal, page: Any = 1) -> Page[AuditEntry]:
     view checks the role)."""
     qs = AuditEntry.objects.filter(account_id=principal.account_id).order_by("-seq")
     return Paginator(qs, AUDIT_PAGE_SIZE).get_page(page)
+
+
+def audit_verification(*, principal: Principal) -> AuditVerification | None:
+    """The newest recorded verification of the Account's audit chain, with `appended`:
+    how many entries were added after it (they are not yet covered by it)."""
+    last = (AuditVerification.objects.filter(account_id=principal.account_id)
+            .order_by("-verified_at").first())
+    if last is not None:
+        last.appended = AuditEntry.objects.filter(  # type: ignore[attr-defined]
+            account_id=principal.account_id, seq__gt=last.head_seq).count()
+    return last

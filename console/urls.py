@@ -22,6 +22,7 @@ urlpatterns = [
     path("knowledge/<uuid:knowledge_id>/edit/", views.knowledge_edit, name="knowledge-edit"),
     path("knowledge/merge/", views.knowledge_merge, name="knowledge-merge"),
     path("audit/", views.audit_log, name="audit"),
+    path("audit/verify/", views.audit_verify, name="audit_verify"),
     # Administrators
     path("people/", views.people_page, name="people"),
     path("people/invite/", views.people_invite, name="people-invite"),

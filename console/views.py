@@ -67,10 +67,11 @@ from console.markdown import render as render_markdown
 from governance import selectors as gov
 from governance import services
 from governance.models import PeerQuestion, Validation
-from knowledge import audit, lifecycle, people
+from knowledge import lifecycle, people
 from knowledge.lifecycle import TransitionError
 from knowledge.models import Knowledge
 from knowledge.selectors import reader_for, scope_for_read
+from knowledge.services import audit_chain_verify
 from memhouse.authentication import principal_for_user
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, ancestor_paths
@@ -926,8 +927,27 @@ def knowledge_merge(request: HttpRequest, principal: Principal) -> HttpResponse:
 @console_view(auditor=True)
 def audit_log(request: HttpRequest, principal: Principal) -> HttpResponse:
     entries = views_sel.audit_page(principal=principal, page=request.GET.get("page") or 1)
+    verify = views_sel.audit_verification(principal=principal)
+    if verify is None:
+        # Never verified (a new Account): verify once now; later views read the record,
+        # which the nightly schedule and "Verify now" refresh.
+        audit_chain_verify(account_id=principal.account_id, trigger="on_demand")
+        verify = views_sel.audit_verification(principal=principal)
     return _page(request, principal, "console/audit.html",
-                 {"entries": entries, "verify": audit.verify(principal.account_id)})
+                 {"entries": entries, "verify": verify})
+
+
+@require_POST
+@console_view(auditor=True)
+def audit_verify(request: HttpRequest, principal: Principal) -> HttpResponse:
+    record = audit_chain_verify(account_id=principal.account_id, trigger="on_demand")
+    if record.ok:
+        return _redirect_with(request, messages.SUCCESS,
+                              f"Chain verified: all {record.entries} entries recompute to "
+                              f"their hashes.", reverse("console:audit"))
+    return _redirect_with(request, messages.ERROR,
+                          f"Chain broken at entry #{record.broken_seq}: {record.problem}.",
+                          reverse("console:audit"))
 
 
 # --- not found --------------------------------------------------------------------------

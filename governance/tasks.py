@@ -59,6 +59,13 @@ def resolve_entities(account_id: str | None = None) -> Any:
     return _run(work, account_id)
 
 
+@shared_task(name="governance.verify_audit_chains", **_RETRY)
+def verify_audit_chains(account_id: str | None = None) -> Any:
+    from governance.workers import verify_audit_chain as work
+
+    return _run(work, account_id)
+
+
 @shared_task(name="governance.consolidate_duplicates", **_RETRY)
 def consolidate_duplicates(account_id: str | None = None) -> Any:
     from governance.workers import consolidate_duplicates as work

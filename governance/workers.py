@@ -178,6 +178,19 @@ def decay_unanswered_questions(account_id: uuid.UUID | str, *,
 
 # --- dream-time: entities, consolidation, deduction --------------------------------------
 
+def verify_audit_chain(account_id: uuid.UUID | str) -> dict[str, Any]:
+    """Recompute the Account's audit chain on the schedule and record the outcome (the
+    audit page shows the newest record)."""
+    from knowledge.services import audit_chain_verify
+
+    with account_context(account_id):
+        record = audit_chain_verify(account_id=account_id, trigger="schedule")
+    if not record.ok:
+        log.error("audit chain of account %s broken at seq %s: %s", account_id,
+                  record.broken_seq, record.problem)
+    return {"ok": record.ok, "entries": record.entries, "broken_seq": record.broken_seq}
+
+
 def resolve_entities(account_id: uuid.UUID | str) -> dict[str, Any]:
     """Rebuild the entity mention index, when the retrieval module provides one."""
     try:

@@ -418,6 +418,31 @@ class AuditEntry(AccountOwned):
         ordering = ["seq"]
 
 
+class AuditVerification(AccountOwned):
+    """One recomputation of an Account's audit chain (schedule, on demand or command).
+
+    The audit page shows the newest row instead of re-hashing the whole chain on every
+    view; derived, so archives leave it out and it is dropped with its Account."""
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule", "nightly schedule"
+        ON_DEMAND = "on_demand", "on demand"
+        COMMAND = "command", "manage.py verify_audit"
+
+    verified_at = models.DateTimeField(default=timezone.now)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    ok = models.BooleanField()
+    entries = models.BigIntegerField()
+    head_seq = models.BigIntegerField()
+    head_hash = models.CharField(max_length=64)
+    broken_seq = models.BigIntegerField(null=True, blank=True)
+    problem = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        db_table = "memhouse_audit_verification"
+        indexes = [models.Index(fields=["account", "-verified_at"])]
+
+
 class DocumentChunk(AccountOwned):
     """A rebuildable slice of a document version's text (paragraph-sized)."""
 

@@ -255,3 +255,22 @@ def retract_unsupported(*, account_id: uuid.UUID, reason: str, actor: str,
                    verification=Knowledge.Verification.SOURCE_REMOVED)
         retracted += 1
     return retracted
+
+
+# --- audit chain verification ------------------------------------------------------------
+
+def audit_chain_verify(*, account_id: Any, trigger: str,
+                       expected_head: tuple[int, str] | None = None) -> Any:
+    """Recompute the Account's audit chain and record the outcome.
+
+    The audit page reads the newest record (console) rather than re-hashing the chain on
+    every view; this service is what the schedule, the console's "Verify now" and
+    `manage.py verify_audit` call."""
+    from knowledge.models import AuditVerification
+
+    result = audit.verify(account_id, expected_head=expected_head)
+    with transaction.atomic():
+        return AuditVerification.objects.create(
+            account_id=account_id, trigger=trigger, ok=result.ok, entries=result.entries,
+            head_seq=result.head_seq, head_hash=result.head_hash,
+            broken_seq=result.broken_seq, problem=result.problem[:200])

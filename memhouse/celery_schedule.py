@@ -39,6 +39,13 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": crontab(hour=3, minute=10),
         "options": {"expires": 129600},
     },
+    # Daily at 02:50 (dream-time): recompute every audit chain; the audit page shows the
+    # newest result instead of re-hashing the chain on each view.
+    "governance-verify-audit-chains": {
+        "task": "governance.verify_audit_chains",
+        "schedule": crontab(hour=2, minute=50),
+        "options": {"expires": 129600},
+    },
     # Daily at 03:20 (dream-time): rebuild the entity mention index.
     "governance-resolve-entities": {
         "task": "governance.resolve_entities",

@@ -185,6 +185,42 @@ def test_a_broken_chain_is_reported(carol, world, corpus, monkeypatch):
     assert 'role="alert"' in html
 
 
+def test_the_audit_page_shows_the_recorded_check_until_it_is_verified_again(carol, world,
+                                                                            corpus):
+    from django.db import connection
+
+    from knowledge.models import AuditVerification
+
+    first = carol.get("/console/audit/").content.decode()
+    assert "Chain verified." in first and "(on demand)" in first
+    assert AuditVerification.objects.filter(account=world.account).count() == 1
+    # Later views read the record: they neither re-hash the chain nor add records.
+    carol.get("/console/audit/")
+    assert AuditVerification.objects.filter(account=world.account).count() == 1
+    # New entries are reported as not yet covered by the recorded check.
+    audit.append(account_id=world.account.id, event_type="test.event", actor="system:test")
+    assert "1 entry was appended since" in carol.get("/console/audit/").content.decode()
+    # Tampering is invisible until the chain is recomputed, then it is reported.
+    with connection.cursor() as cur:
+        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cur.execute("ALTER TABLE memhouse_audit_entry DISABLE TRIGGER audit_append_only")
+        cur.execute("UPDATE memhouse_audit_entry SET actor = 'system:forged' "
+                    "WHERE account_id = %s AND seq = 2", [world.account.id])
+        cur.execute("ALTER TABLE memhouse_audit_entry ENABLE TRIGGER audit_append_only")
+    assert "Chain verified." in carol.get("/console/audit/").content.decode()
+    r = carol.post("/console/audit/verify/")
+    assert r.status_code == 303 and r["Location"].endswith("/console/audit/")
+    after = carol.get("/console/audit/").content.decode()
+    assert "Chain broken at entry #2:" in after and "does not match its hash" in after
+    assert AuditVerification.objects.filter(account=world.account, ok=False).count() == 1
+
+
+@pytest.mark.parametrize("persona", ["alice", "bob", "mallory"])
+def test_only_curators_and_admins_may_verify_the_audit_chain(request, persona, corpus):
+    r = request.getfixturevalue(persona).post("/console/audit/verify/")
+    assert r.status_code == 403
+
+
 @pytest.mark.parametrize("persona", ["alice", "bob", "mallory"])
 def test_only_curators_and_admins_see_the_audit_log(request, persona, corpus):
     r = request.getfixturevalue(persona).get("/console/audit/")

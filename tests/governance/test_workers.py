@@ -135,7 +135,7 @@ def _everything_due(w):
 
 BEAT_TASKS = [tasks.expire_due, tasks.revalidate_due, tasks.age_overdue_reviews,
               tasks.decay_unanswered_questions, tasks.consolidate_duplicates,
-              tasks.resolve_entities, tasks.deduce]
+              tasks.resolve_entities, tasks.deduce, tasks.verify_audit_chains]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -150,6 +150,7 @@ def test_every_beat_task_survives_redelivery(committed_world):
     assert first["governance.decay_unanswered_questions"]["accounts"][acme] == 1
     assert first["governance.consolidate_duplicates"]["accounts"][acme] == 1
     assert first["governance.deduce"]["accounts"][acme]["status"] == "skipped"
+    assert first["governance.verify_audit_chains"]["accounts"][acme]["ok"] is True
     assert "failed_accounts" not in first["governance.expire_due"]
     with account_context(w.account.id):
         states = sorted(Knowledge.objects.values_list("state", flat=True))
@@ -194,7 +195,7 @@ def test_beat_schedule_entries_are_crontab_with_expiry():
         "governance.expire_due", "governance.revalidate_due", "governance.age_overdue_reviews",
         "governance.decay_unanswered_questions", "governance.resolve_entities",
         "governance.consolidate_duplicates", "governance.deduce",
-        "governance.sweep_unprocessed"}
+        "governance.sweep_unprocessed", "governance.verify_audit_chains"}
     for entry in ours.values():
         assert isinstance(entry["schedule"], crontab)
         assert entry["options"]["expires"] > 0

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge import audit
+from knowledge.services import audit_chain_verify
 from memhouse.tenancy import account_context, list_account_ids
 
 
@@ -39,7 +39,8 @@ class Command(BaseCommand):
         for account_id in ids:
             with account_context(account_id):
                 expected = single or heads.get(str(account_id))
-                result = audit.verify(account_id, expected_head=expected)
+                result = audit_chain_verify(account_id=account_id, trigger="command",
+                                            expected_head=expected)
             exported[str(account_id)] = [result.head_seq, result.head_hash]
             if result.ok:
                 self.stdout.write(f"{account_id}: ok, {result.entries} entries, "
