@@ -254,6 +254,11 @@ MEMHOUSE_EXTRACTOR = env_str("MEMHOUSE_EXTRACTOR", "auto")
 MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL = env_bool("MEMHOUSE_EXPERIMENTAL_MINIMAL_RECALL", False)
 # Seconds entity_match may reuse its count of a reader's visible statements (0 = never).
 MEMHOUSE_ENTITY_STATS_TTL = env_int("MEMHOUSE_ENTITY_STATS_TTL", 60, minimum=0)
+# ask answers only when some retrieved statement is about the question: cosine similarity
+# to it of at least this much (0 turns the check off). Chosen for the default embedder on
+# LoCoMo, small-memory pairs and unrelated questions (bench/README.md, "ask abstention");
+# set it again when you change the embedding model.
+MEMHOUSE_ASK_MIN_SIMILARITY = env_float("MEMHOUSE_ASK_MIN_SIMILARITY", 0.38)
 MEMHOUSE_STRATEGY_ALLOWLIST = env_list(
     "MEMHOUSE_STRATEGY_ALLOWLIST",
     ["semantic", "lexical", "temporal", "salience_recency", "entity_match", "relation_expand"],

@@ -9,6 +9,13 @@ and typed lineage; the exact and semantic source-message tools join only with
 The answer states:
 
 * no candidates                -> empty citations, abstained, confidence 0, no model call;
+  none about the question       -> the same empty abstention (`no_relevant_evidence`): a
+                                   candidate survives only with semantic similarity to the
+                                   question >= MEMHOUSE_ASK_MIN_SIMILARITY or a lexical or
+                                   entity match, and only when at least one clears the
+                                   similarity floor (without vectors: a lexical or entity
+                                   match); the nearest statements of an unrelated memory
+                                   are not an answer;
 * no provider configured       -> the top statements concatenated, confidence 40,
                                    `answer_degraded` null, not abstained: a chosen
                                    configuration answering, not a weak model inference;
@@ -44,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -160,11 +168,53 @@ ANSWER_SYSTEM = (
 )
 
 
-def _answer(provider: ChatProvider | None, query: str, evidence: list[Evidence]
-            ) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Relevance:
+    """Which base candidates carry evidence about the question (see the module doc)."""
+
+    floor: float
+    basis: str  # semantic | lexical_entity (no vectors) | disabled
+    top_similarity: float | None
+    survivors: frozenset[str]
+
+    def as_dict(self, candidates: int) -> dict[str, Any]:
+        top = None if self.top_similarity is None else round(self.top_similarity, 4)
+        return {"min_similarity": self.floor, "basis": self.basis, "top_similarity": top,
+                "surviving": len(self.survivors),
+                "dropped": candidates - len(self.survivors)}
+
+
+def relevance(result: engine.SearchResult, floor: float) -> Relevance:
+    """Keep the candidates that are about the question.
+
+    Nearest-neighbour search always returns something, so a question the memory knows
+    nothing about ("What is the capital of France?") would be answered with the scope's
+    closest statements. Semantic similarity is the gate: some candidate must clear
+    `floor`. Past the gate a lexical or entity match also keeps a candidate (a name or
+    rare word the question shares), since similarity alone misses some true evidence.
+    Without any vectors (semantic returned nothing) the lexical and entity matches decide.
+    """
+    ids = [str(c["id"]) for c in result.candidates]
+    similarity = dict(result.lists.get("semantic", []))
+    matched = {kid for name in ("lexical", "entity_match")
+               for kid, _ in result.lists.get(name, [])}
+    top = max(similarity.values(), default=None)
+    if floor <= 0:
+        return Relevance(floor, "disabled", top, frozenset(ids))
+    if top is None:
+        return Relevance(floor, "lexical_entity", None,
+                         frozenset(i for i in ids if i in matched))
+    if top < floor:
+        return Relevance(floor, "semantic", top, frozenset())
+    return Relevance(floor, "semantic", top, frozenset(
+        i for i in ids if similarity.get(i, 0.0) >= floor or i in matched))
+
+
+def _answer(provider: ChatProvider | None, query: str, evidence: list[Evidence],
+            *, empty_reason: str = "no_candidates") -> dict[str, Any]:
     if not evidence:
         return {"answer": None, "answer_confidence": 0, "abstained": True,
-                "abstention_reason": "no_candidates", "answer_degraded": None,
+                "abstention_reason": empty_reason, "answer_degraded": None,
                 "citations": [], "supporting_statements": [], "model_called": False}
     if provider is None:
         top = evidence[:NO_PROVIDER_TOP]
@@ -448,11 +498,16 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
     provider = get_provider()
     result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
                            limit=ANSWER_CAP)
-    base = [_knowledge_evidence(c, "base", c["rank"]) for c in result.candidates]
+    about = relevance(result, float(settings.MEMHOUSE_ASK_MIN_SIMILARITY))
+    base = [_knowledge_evidence(c, "base", c["rank"]) for c in result.candidates
+            if str(c["id"]) in about.survivors]
     recall: dict[str, Any] = {"effort": effort, "profile": profile.name,
                               "include_source_recall": include_source_recall,
-                              "answer_cap": ANSWER_CAP}
-    if effort is None:
+                              "answer_cap": ANSWER_CAP,
+                              "relevance": about.as_dict(len(result.candidates))}
+    if effort is None or not base:
+        # Nothing about the question: no planning either (a rewritten query or the
+        # reader's profile would only dress up unrelated statements as evidence).
         evidence = base
         recall["planner"] = None
     else:
@@ -461,7 +516,8 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
         scope_ids = list(scope_ancestors(scope).values_list("id", flat=True))
         planner = _Planner(reader=reader, scope=scope, scope_ids=scope_ids, query=query,
                            profile=profile, preset=preset, tools=tools,
-                           seen={e.id for e in base}, head=base[:preset.retain],
+                           seen={str(c["id"]) for c in result.candidates},
+                           head=base[:preset.retain],
                            provider=provider)
         planner.run()
         exhausted = list(planner.exhausted)
@@ -482,7 +538,8 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
             "tool_calls": planner.log,
             "new_evidence": sum(1 for e in evidence if e.origin != "base"),
         })
-    answer = _answer(provider, query, evidence)
+    empty_reason = "no_relevant_evidence" if result.candidates else "no_candidates"
+    answer = _answer(provider, query, evidence, empty_reason=empty_reason)
     retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}
     return {
         **answer,

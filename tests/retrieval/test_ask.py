@@ -15,6 +15,7 @@ from knowledge import services
 from knowledge.models import Message, Relation
 from memhouse.tenancy import account_context
 from retrieval import ask as ask_mod
+from retrieval.vectors import embed_knowledge
 from tests.memhouse.test_llm import FakeOpenAI, Reply, ok
 from tests.retrieval.test_context import fake_model  # noqa: F401 - fixture
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
@@ -42,6 +43,16 @@ def _user_payload(request: dict) -> dict:
     return json.loads(request["json"]["messages"][1]["content"])
 
 
+@pytest.fixture(autouse=True)
+def _deadlines_independent_of_load(monkeypatch):
+    """Which strategies answer in time must not depend on machine load: ask's evidence
+    and relevance gate read their lists (the deadline itself is tested in test_search)."""
+    from retrieval.profiles import BASE_PROFILES
+
+    for name, profile in list(BASE_PROFILES.items()):
+        monkeypatch.setitem(BASE_PROFILES, name, replace(profile, deadline_ms=10_000))
+
+
 @pytest.fixture
 def model(fake_model, settings):  # noqa: F811
     settings.MEMHOUSE_LLM_MAX_RETRIES = 0
@@ -63,10 +74,16 @@ def test_a_model_answer_cites_only_retrieved_ids(live_server, corpus, model):  #
     request = model.requests[0]
     assert request["json"]["response_format"]["json_schema"]["name"] == "ask_answer_v1"
     sent = [e["id"] for e in _user_payload(request)["evidence"]]
-    assert sent == [c["id"] for c in body["candidates"]] == [e["id"] for e in
-                                                               body["recall_evidence"]]
-    assert ids["asthma"] in sent  # alice's own row is hers to read
-    assert ids["paid"] not in sent and ids["bob_prov"] not in sent
+    candidates = [c["id"] for c in body["candidates"]]
+    # The model sees the candidates about the question, in search order; the search
+    # payload itself is unchanged.
+    assert sent == [e["id"] for e in body["recall_evidence"]]
+    assert sent == [c for c in candidates if c in sent] and ids["support"] in sent
+    relevance = body["recall"]["relevance"]
+    assert relevance["surviving"] == len(sent)
+    assert relevance["dropped"] == len(candidates) - len(sent)
+    assert ids["asthma"] in candidates  # alice's own row is hers to read
+    assert ids["paid"] not in candidates and ids["bob_prov"] not in candidates
     assert all(e["origin"] == "base" for e in body["recall_evidence"])
 
 
@@ -98,8 +115,10 @@ def test_a_provider_failure_degrades_the_answer(live_server, corpus, model):  # 
     assert body["answer_degraded"] == "http_error"
     assert body["abstained"] is True and body["answer_confidence"] == 0
     assert "failed" in body["answer"]
-    assert [c["id"] for c in body["citations"]] == [c["id"] for c in body["candidates"]]
-    assert body["supporting_statements"] == [c["statement"] for c in body["candidates"]]
+    sent = {e["id"] for e in body["recall_evidence"]}
+    kept = [c for c in body["candidates"] if c["id"] in sent]
+    assert [c["id"] for c in body["citations"]] == [c["id"] for c in kept]
+    assert body["supporting_statements"] == [c["statement"] for c in kept]
     assert body["citations"]
 
 
@@ -170,8 +189,14 @@ def garden(corpus):  # noqa: F811
                                     text="My asthma flares up at work sometimes.",
                                     occurred_at=datetime.now(UTC))
         ids["asthma_msg"] = str(m2.id)
-        _add(w, "Alice's asthma flares up at work.", sensitivity="personal",
-             sources=[{"message": m2, "excerpt": "asthma flares up at work"}])
+        ids["asthma_at_work"] = _add(w, "Alice's asthma flares up at work.",
+                                     sensitivity="personal",
+                                     sources=[{"message": m2,
+                                               "excerpt": "asthma flares up at work"}])
+    # Every active statement has a vector in a running deployment; ask's relevance gate
+    # reads the similarity, so these are embedded like the corpus's.
+    embed_knowledge(w.account.id, [*ids["garden"], ids["architect"], ids["grandmother"],
+                                   ids["asthma_at_work"]])
     return w, ids
 
 
@@ -313,3 +338,49 @@ def test_outsider_gets_404(live_server, corpus, model):  # noqa: F811
 
 def test_fake_server_is_loopback(model: FakeOpenAI) -> None:
     assert model.base_url.startswith("http://127.0.0.1:")
+
+
+# --- relevance: ask abstains on questions the memory holds nothing about ------------------
+
+@pytest.mark.parametrize("query", ["What is the capital of France?", "zxqv blorf",
+                                   "How do I reset a Cisco router to factory settings?"])
+def test_an_unrelated_question_is_an_empty_abstention(live_server, corpus, settings, query):  # noqa: F811
+    w, _ = corpus
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    body = _ok(_ask(live_server, w.agent_key, query=query, peer_key="alice"))
+    assert body["candidates"]  # nearest neighbours exist ...
+    assert body["abstained"] is True and body["answer_confidence"] == 0  # ... but are no answer
+    assert body["abstention_reason"] == "no_relevant_evidence"
+    assert body["citations"] == [] and body["answer"] is None
+    relevance = body["recall"]["relevance"]
+    assert relevance["basis"] == "semantic" and relevance["surviving"] == 0
+    assert relevance["top_similarity"] < relevance["min_similarity"]
+
+
+def test_an_unrelated_question_costs_no_model_call(live_server, corpus, model):  # noqa: F811
+    w, _ = corpus
+    model.script = [_answer([], 90)]
+    body = _ok(_ask(live_server, w.agent_key, query="What is the capital of France?",
+                    peer_key="alice", effort="medium"))
+    assert body["abstention_reason"] == "no_relevant_evidence"
+    assert body["model_called"] is False and model.requests == []
+    assert body["recall"]["planner"] is None  # no planning over unrelated statements
+
+
+def test_a_question_about_the_memory_still_gets_its_answer(live_server, corpus, settings):  # noqa: F811
+    w, ids = corpus
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    body = _ok(_ask(live_server, w.agent_key, query="Where does Alice like to go hiking?",
+                    peer_key="alice"))
+    assert body["abstained"] is False and body["answer_confidence"] == 40
+    assert ids["hiking"] in [c["id"] for c in body["citations"]]
+
+
+def test_the_floor_is_a_setting_and_zero_turns_it_off(live_server, corpus, settings):  # noqa: F811
+    w, _ = corpus
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    settings.MEMHOUSE_ASK_MIN_SIMILARITY = 0
+    body = _ok(_ask(live_server, w.agent_key, query="What is the capital of France?",
+                    peer_key="alice"))
+    assert body["abstained"] is False and body["recall"]["relevance"]["basis"] == "disabled"
+    assert len(body["citations"]) == min(3, len(body["candidates"]))
