@@ -321,6 +321,38 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+def attach_locomo(convs: list[Conversation], *, account_name: str = "LoCoMo bench"
+                  ) -> Any | None:
+    """In a reused database: the Account an earlier `ingest_locomo` made, with each
+    conversation's scope and peer keys filled in as ingest would; None when there is none
+    (or it misses a conversation), so the caller ingests afresh."""
+    from knowledge.models import Account, Peer, Scope
+    from memhouse.tenancy import account_context, list_account_ids
+
+    # Accounts are readable only inside their own context (RLS): look in each.
+    account = None
+    for account_id in list_account_ids():
+        with account_context(account_id):
+            account = Account.objects.filter(slug=_slug(account_name)).first()
+        if account is not None:
+            break
+    if account is None:
+        return None
+    with account_context(account.id):
+        for conv in convs:
+            conv.scope_path = f"/locomo/{conv.sample_id}"
+            scope = Scope.objects.filter(path=conv.scope_path).first()
+            if scope is None:
+                return None
+            conv.scope_id = scope.id
+            for name in conv.speakers:
+                key = f"{conv.sample_id}:{_slug(name)}"
+                if not Peer.objects.filter(key=key).exists():
+                    return None
+                conv.peer_keys[name] = key
+    return account.id
+
+
 def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
                   account_name: str = "LoCoMo bench") -> tuple[Any, dict[str, Any]]:
     """Every turn as a Message through messages_ingest (eager pipeline). Returns the

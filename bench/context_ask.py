@@ -540,12 +540,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-entity-rebuild", action="store_true")
     ap.add_argument("--batch-size", type=int, default=100)
     ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--reuse-db", action="store_true",
+                    help="reuse bench_<db-name> from an earlier --keep-db run and skip "
+                         "ingest when it holds these conversations")
     ap.add_argument("--db-name", default="context_ask")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--torch-threads", type=int, default=None)
     args = ap.parse_args(argv)
 
-    dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
+    dbname = common.bootstrap(args.db_name, keep_db=args.keep_db,
+                              reuse_db=args.reuse_db)
     import logging
 
     logging.getLogger("celery").setLevel(logging.WARNING)
@@ -604,9 +608,14 @@ def main(argv: list[str] | None = None) -> int:
     payload["conversations"] = [c.sample_id for c in convs]
     log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
         f"{sum(len(c.qa) for c in convs)} questions")
-    account_id, ingest_stats = common.ingest_locomo(convs, batch_size=args.batch_size)
+    reused = common.attach_locomo(convs) if args.reuse_db else None
+    if reused is not None:
+        account_id, ingest_stats = reused, {"reused_database": True}
+        log("ingest skipped: the reused database holds these conversations")
+    else:
+        account_id, ingest_stats = common.ingest_locomo(convs, batch_size=args.batch_size)
     payload["ingest"] = ingest_stats
-    if not args.no_entity_rebuild:
+    if reused is None and not args.no_entity_rebuild:
         payload["ingest"]["entity_rebuild"] = common.rebuild_entity_index(account_id)
         log(f"entity index: {payload['ingest']['entity_rebuild']}")
     write()
