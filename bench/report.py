@@ -92,13 +92,14 @@ def peer_table(r: dict[str, Any]) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ingest", default="bench/results/ingest.json")
+    ap.add_argument("--ingest", default="bench/results/ingest.json",
+                    help="'' (or an empty file) to leave the ingest figures out")
     ap.add_argument("--retrieval", default="bench/results/retrieval.json")
     ap.add_argument("--control", default=None,
                     help="a second retrieval JSON (e.g. --torch-threads 1) to print too")
     args = ap.parse_args()
     lines: list[str] = []
-    if Path(args.ingest).exists():
+    if args.ingest and Path(args.ingest).is_file() and Path(args.ingest).stat().st_size:
         i = json.loads(Path(args.ingest).read_text())
         pg = i["postgres"]
         lines += ["**Ingest** (`bench/results/ingest.json`)", "",
