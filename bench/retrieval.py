@@ -3,6 +3,7 @@
     .venv/bin/python bench/retrieval.py --dataset /work/shared/eval/locomo/locomo_dev.json \
         --out bench/results/retrieval.json --plot bench/results/retrieval.png \
         [--limit-conversations N] [--sizes 10000,100000,1000000] [--skip-scale] [--keep-db]
+        [--cv]
 
 One command, one private database (bench_retrieval):
   a. ingest LoCoMo through the pipeline (bench/common.py), rebuild the entity index, then
