@@ -498,3 +498,87 @@ def fix_sys_path() -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
+
+
+# ---------------------------------------------------------------------------------------
+# Ranking metrics (pure; definitions in bench/README.md, "Metrics")
+# ---------------------------------------------------------------------------------------
+#
+# A ranked result is a list of items, each given as the set of LoCoMo dia_ids it stands
+# for: a raw turn is {its dia_id}; a MemHouse statement is the dia_ids of its source
+# messages (KnowledgeSource provenance), possibly several, possibly none.
+
+
+def session_of(dia_id: str) -> int:
+    """'D3:12' -> 3 (LoCoMo's dia_id is D<session>:<turn>)."""
+    return int(dia_id.split(":", 1)[0].lstrip("D"))
+
+
+def item_sessions(ranked: list[set[str]]) -> list[set[int]]:
+    """Each item's sessions: the sessions of the turns it stands for."""
+    return [{session_of(d) for d in dias} for dias in ranked]
+
+
+def sessions_dedup(ranked_sessions: list[set[int]], items: int) -> list[int]:
+    """The distinct sessions of the top `items` items in first-seen order (an item with
+    several sessions lists them ascending)."""
+    out: list[int] = []
+    for sessions in ranked_sessions[:items]:
+        for s in sorted(sessions):
+            if s not in out:
+                out.append(s)
+    return out
+
+
+def recall_share(relevant: set[Any], ranked: list[set[Any]], k: int) -> float:
+    """|relevant ∩ union of the top k items| / |relevant| (turn-level recall@k)."""
+    found: set[Any] = set()
+    for unit in ranked[:k]:
+        found |= unit
+    return len(relevant & found) / len(relevant)
+
+
+def recall_any(relevant: set[Any], ranked: list[set[Any]], k: int) -> float:
+    """1.0 when some relevant unit is among the top k items (LongMemEval recall_any@k)."""
+    return 1.0 if any(relevant & unit for unit in ranked[:k]) else 0.0
+
+
+def recall_all(relevant: set[Any], ranked: list[set[Any]], k: int) -> float:
+    """1.0 when every relevant unit is among the top k items (LongMemEval recall_all@k)."""
+    return 1.0 if recall_share(relevant, ranked, k) == 1.0 else 0.0
+
+
+def ndcg(relevant: set[Any], ranked: list[set[Any]], k: int) -> float:
+    """Binary-relevance NDCG@k where each relevant unit is credited once, at the rank of the
+    first item that holds it: DCG = sum 1/log2(1 + rank), IDCG = the same with the
+    relevant units at ranks 1..min(|relevant|, k). For one unit per item (raw turns, a
+    session list) this is the textbook NDCG. One statement can hold several evidence
+    turns, so DCG can exceed IDCG there; the value is capped at 1."""
+    import math
+
+    if not relevant:
+        raise ValueError("ndcg needs at least one relevant unit")
+    seen: set[Any] = set()
+    dcg = 0.0
+    for rank, unit in enumerate(ranked[:k], start=1):
+        new = (relevant & unit) - seen
+        dcg += len(new) / math.log2(1 + rank)
+        seen |= new
+    idcg = sum(1 / math.log2(1 + r) for r in range(1, min(len(relevant), k) + 1))
+    return min(1.0, dcg / idcg)
+
+
+def rrf(lists: list[list[str]], k: int = 60) -> list[str]:
+    """Reciprocal-rank fusion (Cormack et al. 2009): score(d) = sum over the lists that
+    hold d of 1 / (k + rank), rank from 1. Ties by best single rank, then first-seen
+    order, so equal inputs give the same list. A list is deduplicated (first occurrence
+    kept) before ranks are counted, as retrieval.fusion does."""
+    score: dict[str, float] = defaultdict(float)
+    best: dict[str, int] = {}
+    order: dict[str, int] = {}
+    for items in lists:
+        for rank, doc in enumerate(dict.fromkeys(items), start=1):
+            score[doc] += 1.0 / (k + rank)
+            best[doc] = min(best.get(doc, rank), rank)
+            order.setdefault(doc, len(order))
+    return sorted(score, key=lambda d: (-score[d], best[d], order[d]))

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 SYSTEMS = ("balanced", "thorough", "dense_baseline", "dense_baseline_speaker",
-           "fts_baseline", "fts_baseline_speaker")
+           "fts_baseline", "fts_baseline_speaker", "hybrid_baseline_speaker")
+PEER_KEYS = ("recall_at_10", "session_recall_any_at_5", "session_recall_any_at_10",
+             "session_recall_all_at_5", "session_recall_all_at_10", "ndcg_at_10",
+             "session_ndcg_at_10", "session_recall_any_at_5_dedup10")
 
 
 def _f(v: Any) -> str:
@@ -55,15 +58,48 @@ def recall_table(r: dict[str, Any], title: str) -> list[str]:
     return out
 
 
+def peer_table(r: dict[str, Any]) -> list[str]:
+    """Turn- and session-level metrics side by side (overall, categories 1-4)."""
+    if "session_recall_any_at_5" not in r["systems"].get("balanced", {}):
+        return []
+    out = ["**Peer-comparable metrics** (overall over categories 1-4)", "",
+           "| system | " + " | ".join(PEER_KEYS) + " |", "|---" * (len(PEER_KEYS) + 1) + "|"]
+    for s in SYSTEMS:
+        if s in r["systems"]:
+            out.append(f"| {s} | " + " | ".join(_f(r["systems"][s][k]["overall"])
+                                                  for k in PEER_KEYS) + " |")
+    cv = r.get("cross_validation")
+    if cv:
+        out += ["", f"**Leave-one-conversation-out, balanced** ({cv['grid_points']} grid "
+                    f"points, re-fusion matches engine {cv['refusion_matches_engine']})", "",
+                "| parameters | " + " | ".join(PEER_KEYS) + " |",
+                "|---" * (len(PEER_KEYS) + 1) + "|"]
+        for name in ("shipped", "in_sample_optimum", "cross_validated"):
+            out.append(f"| {name} | " + " | ".join(_f(cv[name][k]["overall"])
+                                                    for k in PEER_KEYS) + " |")
+        out += ["", "| held out | chosen head / rrf_k / semantic / entity_match | train "
+                    "recall@10 | held-out recall@10 | shipped on held-out |",
+                "|---|---|---|---|---|"]
+        for f in cv["folds"]:
+            c = f["chosen"]
+            out.append(f"| {f['held_out']} ({f['questions']}) | {c['head']} / {c['rrf_k']} / "
+                       f"{c['weights']['semantic']} / {c['weights']['entity_match']} | "
+                       f"{_f(f['train_recall_at_10'])} | {_f(f['held_out_recall_at_10'])} | "
+                       f"{_f(f['shipped_held_out_recall_at_10'])} |")
+    out.append("")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ingest", default="bench/results/ingest.json")
+    ap.add_argument("--ingest", default="bench/results/ingest.json",
+                    help="'' (or an empty file) to leave the ingest figures out")
     ap.add_argument("--retrieval", default="bench/results/retrieval.json")
     ap.add_argument("--control", default=None,
                     help="a second retrieval JSON (e.g. --torch-threads 1) to print too")
     args = ap.parse_args()
     lines: list[str] = []
-    if Path(args.ingest).exists():
+    if args.ingest and Path(args.ingest).is_file() and Path(args.ingest).stat().st_size:
         i = json.loads(Path(args.ingest).read_text())
         pg = i["postgres"]
         lines += ["**Ingest** (`bench/results/ingest.json`)", "",
@@ -81,7 +117,8 @@ def main() -> int:
                   f"{pg['shared_buffers_touched_peak_mb']} MB", ""]
     if Path(args.retrieval).exists():
         r = json.loads(Path(args.retrieval).read_text())
-        lines += recall_table(r, "LoCoMo evidence recall (`bench/results/retrieval.json`)")
+        lines += recall_table(r, f"LoCoMo evidence recall (`{args.retrieval}`)")
+        lines += peer_table(r)
         if r.get("scale"):
             lines += ["**Scale: balanced search over synthetic statements**", "",
                       "| statements in the Account (all Accounts) | p50 ms | p95 ms | p99 ms | "

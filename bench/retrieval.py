@@ -3,6 +3,7 @@
     .venv/bin/python bench/retrieval.py --dataset /work/shared/eval/locomo/locomo_dev.json \
         --out bench/results/retrieval.json --plot bench/results/retrieval.png \
         [--limit-conversations N] [--sizes 10000,100000,1000000] [--skip-scale] [--keep-db]
+        [--cv]
 
 One command, one private database (bench_retrieval):
   a. ingest LoCoMo through the pipeline (bench/common.py), rebuild the entity index, then
@@ -10,7 +11,11 @@ One command, one private database (bench_retrieval):
      and thorough (internal reader, the conversation's scope, limit 20) and score evidence
      recall@5/10/20 through KnowledgeSource provenance;
   b. the same questions against a dense-only (numpy cosine, same embedder) and an FTS-only
-     (PostgreSQL ts_rank_cd) baseline over the raw turns;
+     (PostgreSQL ts_rank_cd) baseline over the raw turns, and their RRF (k=60) hybrid over
+     "Speaker: text" turns; every system also gets session-level recall_any/all@5/10 and
+     NDCG@10 (definitions in bench/README.md);
+  a2. with --cv, leave-one-conversation-out cross-validation of balanced's fusion
+     parameters (CV_GRID), reusing the one ingest;
   c. scale latency of balanced searches over synthetic statements in one Account among 10;
   d. JSON (keys in bench/README.md) and a PNG plot.
 """
@@ -25,6 +30,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,34 +124,54 @@ class StrategyTimer:
                         "_execute too (module name 'relation')"}
 
 
+# Per-question metric keys (definitions in bench/README.md, "Metrics").
+SESSION_KS = (5, 10)
+METRIC_KEYS = (*(f"recall_at_{k}" for k in KS),
+               *(f"session_recall_{m}_at_{k}" for m in ("any", "all") for k in SESSION_KS),
+               "ndcg_at_10", "session_ndcg_at_10", "session_recall_any_at_5_dedup10")
+
+
+def question_scores(evidence: list[str], ranked_dias: list[set[str]]) -> dict[str, float]:
+    """Every metric of one question, from its evidence dia_ids and the ranked items (each
+    item = the dia_ids it stands for)."""
+    wanted = set(evidence)
+    sessions = {common.session_of(e) for e in wanted}
+    ranked_s = common.item_sessions(ranked_dias)
+    out = {f"recall_at_{k}": common.recall_share(wanted, ranked_dias, k) for k in KS}
+    for k in SESSION_KS:
+        out[f"session_recall_any_at_{k}"] = common.recall_any(sessions, ranked_s, k)
+        out[f"session_recall_all_at_{k}"] = common.recall_all(sessions, ranked_s, k)
+    out["ndcg_at_10"] = common.ndcg(wanted, ranked_dias, 10)
+    out["session_ndcg_at_10"] = common.ndcg(sessions, ranked_s, 10)
+    # The issue's headline: the top 10 items deduplicated to sessions, the first 5 of them.
+    dedup = [{s} for s in common.sessions_dedup(ranked_s, 10)]
+    out["session_recall_any_at_5_dedup10"] = common.recall_any(sessions, dedup, 5)
+    return out
+
+
 class RecallTable:
-    """recall@k per question, aggregated per category and overall (mean over questions)."""
+    """Per-question metrics, aggregated per category and overall (mean over questions)."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[str, dict[int, float]]] = []
+        self.rows: list[tuple[str, str, dict[str, float]]] = []
 
-    def add(self, category: str, evidence: list[str], ranked_dias: list[set[str]]) -> None:
-        wanted = set(evidence)
-        scores = {}
-        for k in KS:
-            found: set[str] = set()
-            for dias in ranked_dias[:k]:
-                found |= dias
-            scores[k] = len(wanted & found) / len(wanted)
-        self.rows.append((category, scores))
+    def add(self, category: str, evidence: list[str], ranked_dias: list[set[str]],
+            conv: str = "") -> None:
+        self.rows.append((conv, category, question_scores(evidence, ranked_dias)))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, convs: set[str] | None = None) -> dict[str, Any]:
+        rows = [r for r in self.rows if convs is None or r[0] in convs]
         out: dict[str, Any] = {}
-        for k in KS:
+        for key in METRIC_KEYS:
             per: dict[str, Any] = {}
-            allv = [s[k] for _, s in self.rows]
+            allv = [s[key] for _, _, s in rows]
             per["overall"] = round(float(np.mean(allv)), 4) if allv else None
             for c in CATEGORIES:
-                v = [s[k] for cat, s in self.rows if cat == c]
+                v = [s[key] for _, cat, s in rows if cat == c]
                 per[c] = round(float(np.mean(v)), 4) if v else None
-            out[f"recall_at_{k}"] = per
-        out["questions"] = {"overall": len(self.rows),
-                            **{c: sum(1 for cat, _ in self.rows if cat == c)
+            out[key] = per
+        out["questions"] = {"overall": len(rows),
+                            **{c: sum(1 for _, cat, _ in rows if cat == c)
                                for c in CATEGORIES}}
         return out
 
@@ -221,7 +247,7 @@ def searchable_coverage(account_id: Any, convs: list[common.Conversation],
         for conv in convs:
             for q in qs[conv.sample_id]:
                 hit = {e for e in q["evidence"] if f"{conv.sample_id}:{e}" in covered}
-                table.add(q["category"], q["evidence"], [hit])
+                table.add(q["category"], q["evidence"], [hit], conv.sample_id)
         out[f"evidence_share_with_{name}"] = table.summary()["recall_at_5"]
     turns = sum(len(c.turns) for c in convs)
     out["turns_with_searchable_knowledge"] = len(searchable)
@@ -232,7 +258,10 @@ def searchable_coverage(account_id: Any, convs: list[common.Conversation],
 
 def run_profiles(account_id: Any, convs: list[common.Conversation],
                  qs: dict[str, list[dict[str, Any]]], prov: dict[str, set[str]],
-                 profiles: tuple[str, ...]) -> dict[str, Any]:
+                 profiles: tuple[str, ...],
+                 captured: dict[str, list[Captured]] | None = None) -> dict[str, Any]:
+    """Search every question with each profile and score it. With `captured`, also keep
+    each search's per-strategy lists and returned ids (for the cross-validation grid)."""
     from knowledge.models import Scope
     from memhouse.principal import internal_reader
     from memhouse.tenancy import account_context
@@ -273,7 +302,10 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
                 returned.append(len(ids))
                 ranked = [prov.get(i, set()) for i in ids]
                 no_prov += sum(1 for r in ranked if not r)
-                table.add(q["category"], q["evidence"], ranked)
+                table.add(q["category"], q["evidence"], ranked, conv.sample_id)
+                if captured is not None:
+                    captured.setdefault(pname, []).append(
+                        Captured(conv.sample_id, q, dict(res.lists), ids))
                 done += 1
                 if done % 100 == 0 or done == n_total:
                     log(f"{pname}: {done}/{n_total} searches, p50 "
@@ -294,6 +326,189 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
 
 
 # =======================================================================================
+# a2. leave-one-conversation-out cross-validation of balanced's fusion parameters
+# =======================================================================================
+
+
+@dataclass
+class Captured:
+    """One search as the engine ran it: the per-strategy lists fusion saw, and the ids the
+    engine returned (for the re-fusion check)."""
+
+    conv: str
+    q: dict[str, Any]
+    lists: dict[str, list[tuple[str, float]]]
+    ids: list[str]
+
+
+# The parameters of balanced that bench tunes. Only the weights' ratios order the fused
+# list, so lexical stays 1.0 and the others move around it; temporal is configured but not
+# applicable without as_of (it returns no list), so its weight only rescales every score
+# and is left at the shipped 0.6. `head` is each strategy's pool (also semantic's
+# ef_search = 2 * head), so every head value is its own search pass; weights and rrf_k are
+# applied offline with retrieval.fusion.fuse to the lists that pass captured.
+CV_GRID: dict[str, tuple[Any, ...]] = {
+    "head": (30, 50, 80),
+    "semantic": (1.0, 1.5, 2.0, 2.5, 3.0, 4.0),
+    "entity_match": (0.0, 0.3, 0.6, 1.0),
+    "rrf_k": (5, 15, 60),
+}
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    head: int
+    semantic: float
+    entity_match: float
+    rrf_k: int
+
+    def weights(self, base: dict[str, float]) -> dict[str, float]:
+        return {**base, "lexical": 1.0, "semantic": self.semantic,
+                "entity_match": self.entity_match}
+
+    def as_dict(self, base: dict[str, float]) -> dict[str, Any]:
+        return {"head": self.head, "rrf_k": self.rrf_k, "weights": self.weights(base)}
+
+
+def capture_pass(account_id: Any, convs: list[common.Conversation],
+                 qs: dict[str, list[dict[str, Any]]], profile: Any) -> list[Captured]:
+    """Every question searched once with `profile` (limit 20), lists kept."""
+    from knowledge.models import Scope
+    from memhouse.principal import internal_reader
+    from memhouse.tenancy import account_context
+    from retrieval import engine
+
+    reader = internal_reader(account_id)
+    out: list[Captured] = []
+    with account_context(account_id):
+        scopes = {c.sample_id: Scope.objects.get(id=c.scope_id) for c in convs}
+        for conv in convs:
+            for q in qs[conv.sample_id]:
+                res = engine.search(reader=reader, scope=scopes[conv.sample_id],
+                                    query=q["question"], profile=profile, limit=20)
+                out.append(Captured(conv.sample_id, q, dict(res.lists),
+                                    [c["id"] for c in res.candidates]))
+    return out
+
+
+def refuse(c: Captured, weights: dict[str, float], rrf_k: int, limit: int = 20) -> list[str]:
+    from retrieval import fusion
+
+    return [f.id for f in fusion.fuse(c.lists, weights, rrf_k=rrf_k)[:limit]]
+
+
+def choose(points: list[Any], scores: dict[Any, np.ndarray], mask: np.ndarray,
+           shipped: Any) -> Any:
+    """The point with the highest mean score over the masked questions; ties go to the
+    shipped point, then to the earlier point, so a flat optimum does not move the
+    parameters."""
+    if not mask.any():
+        raise ValueError("no questions to choose on")
+    return max(points, key=lambda p: (round(float(scores[p][mask].mean()), 6),
+                                      p == shipped, -points.index(p)))
+
+
+def cross_validate(account_id: Any, convs: list[common.Conversation],
+                   qs: dict[str, list[dict[str, Any]]], prov: dict[str, set[str]],
+                   shipped_pass: list[Captured]) -> dict[str, Any]:
+    """Leave one conversation out: for each conversation, the grid point with the best
+    mean recall@10 over the questions of the other four is applied to it. Reports the
+    pooled held-out figures beside the in-sample optimum and the shipped parameters."""
+    from dataclasses import replace
+
+    from retrieval.profiles import BASE_PROFILES
+
+    base = BASE_PROFILES["balanced"]
+    started = time.monotonic()
+    passes: dict[int, list[Captured]] = {base.head: shipped_pass}
+    for head in CV_GRID["head"]:
+        if head not in passes:
+            t = time.monotonic()
+            passes[head] = capture_pass(account_id, convs, qs, replace(
+                base, head=head, version=f"{base.version}+bench-head{head}"))
+            log(f"cv: search pass head={head} ({len(passes[head])} searches) in "
+                f"{time.monotonic() - t:.0f}s")
+    shipped = GridPoint(base.head, base.weights["semantic"], base.weights["entity_match"],
+                        base.rrf_k)
+    # Re-fusing the captured lists with the shipped parameters must give the engine's order.
+    same = sum(refuse(c, dict(base.weights), base.rrf_k) == c.ids for c in shipped_pass)
+
+    points = [GridPoint(h, s, e, k) for h in CV_GRID["head"] for s in CV_GRID["semantic"]
+              for e in CV_GRID["entity_match"] for k in CV_GRID["rrf_k"]]
+    if shipped not in points:
+        points.insert(0, shipped)
+    conv_of = np.asarray([c.conv for c in shipped_pass])
+    r10: dict[GridPoint, np.ndarray] = {}
+    for i, pt in enumerate(points, start=1):
+        w = pt.weights(dict(base.weights))
+        vals = []
+        for c in passes[pt.head]:
+            found: set[str] = set()
+            for kid in refuse(c, w, pt.rrf_k, limit=10):
+                found |= prov.get(kid, set())
+            ev = set(c.q["evidence"])
+            vals.append(len(ev & found) / len(ev))
+        r10[pt] = np.asarray(vals)
+        if i % 24 == 0 or i == len(points):
+            log(f"cv: grid {i}/{len(points)} points scored "
+                f"({time.monotonic() - started:.0f}s)")
+
+    def best(mask: np.ndarray) -> GridPoint:
+        return choose(points, r10, mask, shipped)
+
+    def table_for(chosen: dict[str, GridPoint]) -> RecallTable:
+        table = RecallTable()
+        for conv_id, pt in chosen.items():
+            w = pt.weights(dict(base.weights))
+            for c in passes[pt.head]:
+                if c.conv == conv_id:
+                    ranked = [prov.get(k, set()) for k in refuse(c, w, pt.rrf_k)]
+                    table.add(c.q["category"], c.q["evidence"], ranked, c.conv)
+        return table
+
+    ids = [c.sample_id for c in convs]
+    folds, chosen = [], {}
+    for held in ids:
+        train = conv_of != held
+        pt = best(train)
+        chosen[held] = pt
+        folds.append({"held_out": held, "questions": int((~train).sum()),
+                      "chosen": pt.as_dict(dict(base.weights)),
+                      "train_recall_at_10": round(float(r10[pt][train].mean()), 4),
+                      "held_out_recall_at_10": round(float(r10[pt][~train].mean()), 4),
+                      "shipped_held_out_recall_at_10":
+                          round(float(r10[shipped][~train].mean()), 4)})
+        log(f"cv: held out {held}: chose {pt}, held-out recall@10 "
+            f"{folds[-1]['held_out_recall_at_10']} (shipped "
+            f"{folds[-1]['shipped_held_out_recall_at_10']})")
+    everything = np.ones(len(conv_of), dtype=bool)
+    in_best = best(everything)
+    top = sorted(points, key=lambda p: -float(r10[p].mean()))[:10]
+    return {
+        "method": "leave-one-conversation-out; per fold the grid point with the best mean "
+                  "recall@10 over the other conversations' questions; held-out questions "
+                  "pooled (each question scored once, by parameters chosen without its "
+                  "conversation)",
+        "grid": {k: list(v) for k, v in CV_GRID.items()},
+        "fixed": {"lexical": 1.0, "temporal": base.weights["temporal"],
+                  "note": "only weight ratios order the list; temporal is not applicable "
+                          "without as_of"},
+        "grid_points": len(points),
+        "refusion_matches_engine": f"{same}/{len(shipped_pass)}",
+        "shipped": {**shipped.as_dict(dict(base.weights)),
+                    **table_for(dict.fromkeys(ids, shipped)).summary()},
+        "in_sample_optimum": {**in_best.as_dict(dict(base.weights)),
+                              **table_for(dict.fromkeys(ids, in_best)).summary()},
+        "cross_validated": table_for(chosen).summary(),
+        "folds": folds,
+        "top_points_in_sample": [{**p.as_dict(dict(base.weights)),
+                                  "recall_at_10": round(float(r10[p].mean()), 4)}
+                                 for p in top],
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+# =======================================================================================
 # b. raw-turn baselines
 # =======================================================================================
 
@@ -302,16 +517,29 @@ def turn_text(turn: common.Turn, speaker: bool) -> str:
     return f"{turn.speaker}: {turn.text}" if speaker else turn.text
 
 
+Rankings = dict[str, list[list[str]]]  # conversation -> per question, dia_ids best first
+
+
+def score_rankings(convs: list[common.Conversation], qs: dict[str, list[dict[str, Any]]],
+                   rankings: Rankings, top: int = 20) -> RecallTable:
+    table = RecallTable()
+    for conv in convs:
+        for q, ranked in zip(qs[conv.sample_id], rankings[conv.sample_id], strict=True):
+            table.add(q["category"], q["evidence"], [{d} for d in ranked[:top]],
+                      conv.sample_id)
+    return table
+
+
 def dense_baseline(convs: list[common.Conversation],
-                   qs: dict[str, list[dict[str, Any]]], *, speaker: bool = False
-                   ) -> dict[str, Any]:
+                   qs: dict[str, list[dict[str, Any]]], *, speaker: bool = False,
+                   depth: int = 20, rankings: Rankings | None = None) -> dict[str, Any]:
     """Cosine over the raw turns of the question's conversation, same embedder: turns via
     embed_documents, questions as the embedder's query prefix + text (what embed_query
-    embeds), in batches; numpy dot products of unit vectors; top 20 turns."""
+    embeds), in batches; numpy dot products of unit vectors; scored on the top 20 turns.
+    The top `depth` turns per question are kept in `rankings` when it is given."""
     from retrieval.embedding import get_embedder
 
     emb = get_embedder()
-    table = RecallTable()
     t0 = time.monotonic()
     turn_vecs, q_vecs = {}, {}
     for conv in convs:
@@ -324,13 +552,16 @@ def dense_baseline(convs: list[common.Conversation],
             [emb.query_prefix + q["question"] for q in qs[conv.sample_id]]), dtype=np.float32)
     embed_s = time.monotonic() - t0
     lat: list[float] = []
+    ranks: Rankings = {} if rankings is None else rankings
     for conv in convs:
         dias, m = turn_vecs[conv.sample_id]
-        for q, v in zip(qs[conv.sample_id], q_vecs[conv.sample_id], strict=True):
+        ranks[conv.sample_id] = []
+        for v in q_vecs[conv.sample_id]:
             t = time.monotonic()
-            order = np.argsort(-(m @ v), kind="stable")[:20]
+            order = np.argsort(-(m @ v), kind="stable")[:max(depth, 20)]
             lat.append((time.monotonic() - t) * 1000)
-            table.add(q["category"], q["evidence"], [{dias[i]} for i in order])
+            ranks[conv.sample_id].append([dias[i] for i in order])
+    table = score_rankings(convs, qs, ranks)
     log(f"dense baseline (speaker={speaker}) done (embedding {embed_s:.1f}s)")
     return {**table.summary(), "latency_ms_excluding_embedding": pct(lat),
             "embedding_seconds_turns_and_questions": round(embed_s, 2)}
@@ -361,16 +592,17 @@ SELECT t.dia_id, ts_rank_cd(t.tsv, q.q) AS rank
 FROM bench_turn t, q
 WHERE t.conv = %s AND q.q IS NOT NULL AND t.tsv @@ q.q
 ORDER BY rank DESC, t.dia_id
-LIMIT 20
+LIMIT %s
 """
 
 
 def fts_baseline(convs: list[common.Conversation],
-                 qs: dict[str, list[dict[str, Any]]], *, speaker: bool = False
-                 ) -> dict[str, Any]:
+                 qs: dict[str, list[dict[str, Any]]], *, speaker: bool = False,
+                 depth: int = 20, rankings: Rankings | None = None) -> dict[str, Any]:
+    """PostgreSQL full text over the raw turns (FTS_QUERY), scored on the top 20; the top
+    `depth` matches per question are kept in `rankings` when it is given."""
     from django.db import connection, transaction
 
-    table = RecallTable()
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(FTS_DDL)
         rows = [(c.sample_id, t.dia_id, turn_text(t, speaker)) for c in convs for t in c.turns
@@ -380,18 +612,45 @@ def fts_baseline(convs: list[common.Conversation],
         cur.execute("ANALYZE bench_turn")
     lat: list[float] = []
     empty = 0
+    ranks: Rankings = {} if rankings is None else rankings
     with connection.cursor() as cur:
         for conv in convs:
+            ranks[conv.sample_id] = []
             for q in qs[conv.sample_id]:
                 t = time.monotonic()
-                cur.execute(FTS_QUERY, [q["question"], conv.sample_id])
+                cur.execute(FTS_QUERY, [q["question"], conv.sample_id, max(depth, 20)])
                 hits = [r[0] for r in cur.fetchall()]
                 lat.append((time.monotonic() - t) * 1000)
                 empty += not hits
-                table.add(q["category"], q["evidence"], [{d} for d in hits])
+                ranks[conv.sample_id].append(hits)
+    table = score_rankings(convs, qs, ranks)
     log(f"fts baseline (speaker={speaker}) done")
     return {**table.summary(), "latency_ms": pct(lat), "questions_with_no_match": empty,
             "query": " ".join(FTS_QUERY.split())}
+
+
+HYBRID_DEPTH = 100  # turns taken from each of the dense and FTS lists before fusion
+HYBRID_RRF_K = 60
+
+
+def hybrid_baseline(convs: list[common.Conversation], qs: dict[str, list[dict[str, Any]]],
+                    dense: Rankings, fts: Rankings) -> dict[str, Any]:
+    """The afternoon baseline: the dense and the FTS ranking of the same "Speaker: text"
+    turns (top HYBRID_DEPTH of each) fused by reciprocal-rank fusion, k = 60; top 20."""
+    fused: Rankings = {}
+    lat: list[float] = []
+    for conv in convs:
+        fused[conv.sample_id] = []
+        for d, f in zip(dense[conv.sample_id], fts[conv.sample_id], strict=True):
+            t = time.monotonic()
+            fused[conv.sample_id].append(
+                common.rrf([d[:HYBRID_DEPTH], f[:HYBRID_DEPTH]], k=HYBRID_RRF_K)[:20])
+            lat.append((time.monotonic() - t) * 1000)
+    table = score_rankings(convs, qs, fused)
+    log("hybrid baseline done")
+    return {**table.summary(), "fusion_latency_ms": pct(lat),
+            "lists": "dense_baseline_speaker + fts_baseline_speaker",
+            "depth_per_list": HYBRID_DEPTH, "rrf_k": HYBRID_RRF_K}
 
 
 # =======================================================================================
@@ -840,7 +1099,8 @@ def plot(payload: dict[str, Any], path: str) -> str:
     except ImportError:
         return "matplotlib not installed; no plot written"
     systems = [s for s in ("balanced", "thorough", "dense_baseline",
-                                 "dense_baseline_speaker", "fts_baseline", "fts_baseline_speaker")
+                           "dense_baseline_speaker", "fts_baseline", "fts_baseline_speaker",
+                           "hybrid_baseline_speaker")
                if s in payload["systems"]]
     groups = ["overall", *CATEGORIES]
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.2))
@@ -898,6 +1158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-locomo", action="store_true", help="scale part only")
+    ap.add_argument("--cv", action="store_true",
+                    help="leave-one-conversation-out cross-validation of balanced's fusion "
+                         "parameters over CV_GRID (needs the LoCoMo part)")
     ap.add_argument("--scale-queries", type=int, default=200)
     ap.add_argument("--scale-warmup", type=int, default=10,
                     help="searches before the measured ones at each size (a cold HNSW "
@@ -922,6 +1185,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="override torch.set_num_threads in this process after the model "
                          "loads (default: leave the embedder's own setting, os.cpu_count())")
     args = ap.parse_args(argv)
+    if args.cv and (args.skip_locomo or (args.limit_conversations or 2) < 2):
+        ap.error("--cv needs the LoCoMo part and at least 2 conversations")
     if args.replot:
         import json
 
@@ -997,7 +1262,8 @@ def main(argv: list[str] | None = None) -> int:
         prov = provenance_map(account_id)
         payload["governed_ceiling"] = searchable_coverage(account_id, convs, qs)
         write()
-        governed = run_profiles(account_id, convs, qs, prov, PROFILES)
+        captured: dict[str, list[Captured]] | None = {} if args.cv else None
+        governed = run_profiles(account_id, convs, qs, prov, PROFILES, captured)
         for p in PROFILES:
             payload["systems"][p] = governed[p]
             payload["latency_ms"][p] = governed[p]["latency_ms"]
@@ -1006,8 +1272,14 @@ def main(argv: list[str] | None = None) -> int:
         payload["systems"]["fts_baseline"] = fts_baseline(convs, qs)
         # Variants: each turn prefixed with its speaker ("Caroline: ..."), since the raw
         # turn text never names its own speaker while the questions do.
-        payload["systems"]["dense_baseline_speaker"] = dense_baseline(convs, qs, speaker=True)
-        payload["systems"]["fts_baseline_speaker"] = fts_baseline(convs, qs, speaker=True)
+        dense_sp: Rankings = {}
+        fts_sp: Rankings = {}
+        payload["systems"]["dense_baseline_speaker"] = dense_baseline(
+            convs, qs, speaker=True, depth=HYBRID_DEPTH, rankings=dense_sp)
+        payload["systems"]["fts_baseline_speaker"] = fts_baseline(
+            convs, qs, speaker=True, depth=HYBRID_DEPTH, rankings=fts_sp)
+        payload["systems"]["hybrid_baseline_speaker"] = hybrid_baseline(
+            convs, qs, dense_sp, fts_sp)
         payload["latency_ms"]["dense_baseline"] = \
             payload["systems"]["dense_baseline"]["latency_ms_excluding_embedding"]
         payload["latency_ms"]["fts_baseline"] = payload["systems"]["fts_baseline"]["latency_ms"]
@@ -1015,7 +1287,19 @@ def main(argv: list[str] | None = None) -> int:
         for s, v in payload["systems"].items():
             log(f"{s}: recall@5/10/20 overall "
                 f"{v['recall_at_5']['overall']}/{v['recall_at_10']['overall']}/"
-                f"{v['recall_at_20']['overall']}")
+                f"{v['recall_at_20']['overall']}, session any@5 "
+                f"{v['session_recall_any_at_5']['overall']}, any@5 of top-10 sessions "
+                f"{v['session_recall_any_at_5_dedup10']['overall']}, ndcg@10 "
+                f"{v['ndcg_at_10']['overall']}")
+        if captured is not None:
+            payload["cross_validation"] = cross_validate(account_id, convs, qs, prov,
+                                                         captured["balanced"])
+            cv = payload["cross_validation"]
+            log(f"cv: balanced recall@10 shipped {cv['shipped']['recall_at_10']['overall']}, "
+                f"in-sample optimum {cv['in_sample_optimum']['recall_at_10']['overall']}, "
+                f"cross-validated {cv['cross_validated']['recall_at_10']['overall']} "
+                f"(re-fusion matches engine {cv['refusion_matches_engine']})")
+            write()
     if not args.skip_scale:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         scale = Scale(sizes=sizes, n_queries=args.scale_queries,
