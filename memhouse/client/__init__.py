@@ -5,6 +5,8 @@
 
 from memhouse.client.client import (
     DocumentDeleted,
+    DocumentOut,
+    DocumentPage,
     DocumentVersion,
     IngestedMessage,
     IngestResult,
@@ -36,6 +38,8 @@ __all__ = [
     "AuthenticationError",
     "ConflictError",
     "DocumentDeleted",
+    "DocumentOut",
+    "DocumentPage",
     "DocumentVersion",
     "IngestResult",
     "IngestedMessage",
