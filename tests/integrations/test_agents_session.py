@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,3 +168,17 @@ def test_bad_session_input(mh):
     assert unknown.value.code == "unknown_scope"
     assert item_text({"role": "user", "content": "   "}) is None
     assert item_text(CALL) is None and item_text(OUTPUT) is None
+
+
+def test_the_documented_example_runs(live_server, committed_world, capsys):
+    from tests.integrations.test_client import _doc_block
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    example = (_doc_block(text, "MemHouseSession(")
+               .replace('"http://127.0.0.1:8000"', repr(live_server.url))
+               .replace('"mh_..."', repr(committed_world.agent_key)))
+    # dont_inherit: run as its own module, without this file's `from __future__` flags.
+    exec(compile(example, "docs/integrations.md", "exec", dont_inherit=True), {})
+    out = capsys.readouterr().out.splitlines()
+    assert "Hiking with a dog sounds great!" in out[0] and "I love hiking" in out[0]
+    assert "hiking" in out[1].lower() and "alice" in out[1].lower()

@@ -8,6 +8,7 @@ import asyncio
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -216,3 +217,19 @@ def test_the_store_reads_only_what_the_key_may(live_server, mh, committed_world)
         store.put(("team", "bob"), "mine", {"note": "Bob plays the cello."})
         assert store.list_namespaces() == [("team", "bob")]
         assert [(i.namespace, i.key) for i in store.search(())] == [(("team", "bob"), "mine")]
+
+
+def test_the_documented_example_runs(live_server, committed_world, capsys):
+    from tests.integrations.test_client import _doc_block
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    example = (_doc_block(text, "MemHouseStore(mh")
+               .replace('"http://127.0.0.1:8000"', repr(live_server.url))
+               .replace('"mh_..."', repr(committed_world.agent_key)))
+    # dont_inherit: run as its own module, without this file's `from __future__` flags.
+    exec(compile(example, "docs/integrations.md", "exec", dont_inherit=True), {})
+    out = capsys.readouterr().out
+    assert "{'note': 'Alice drinks green tea every morning.'}" in out
+    assert "['Alice drinks green tea every morning.'] You like green tea." in out
+    assert "Alice drinks green tea every morning. provisional" in out
+    assert "[('team', 'alice')]" in out
