@@ -269,8 +269,12 @@ class MemHouseStore(BaseStore):
                 if len(found) >= op.limit:
                     break
             return found
-        result = self.client.search(op.query, scope=scope, peer_key=self.peer_key,
-                                    profile=self.profile, limit=op.limit, offset=op.offset)
+        try:
+            result = self.client.search(op.query, scope=scope, peer_key=self.peer_key,
+                                        profile=self.profile, limit=op.limit,
+                                        offset=op.offset)
+        except NotFoundError:  # no such scope (or not this key's), as for get: nothing
+            return []
         items = []
         for hit in result["candidates"]:
             value = {k: hit.get(k) for k in STATEMENT_FIELDS}

@@ -91,6 +91,7 @@ def test_put_get_search_delete_round_trip(mh):
     assert store.search(("team",), filter={"topic": "music"})[0].namespace == ("team", "bob")
     assert len(store.search(("team",), limit=1)) == 1
     assert store.search(("nowhere",)) == []
+    assert store.search(("nowhere",), query="tea") == []  # an unknown scope: nothing
 
     assert store.list_namespaces() == [NS, ("team", "bob")]
     assert store.list_namespaces(prefix=("team",), max_depth=1) == [("team",)]
@@ -211,6 +212,7 @@ def test_the_store_reads_only_what_the_key_may(live_server, mh, committed_world)
         store = MemHouseStore(client)
         assert store.get(NS, "prefs") is None  # another scope: the same as nothing there
         assert store.search(("team",)) == [] and store.list_namespaces() == []
+        assert store.search(NS, query="What does Alice drink?") == []  # 404: not its scope
         with pytest.raises(PermissionDeniedError) as forbidden:
             store.put(NS, "mine", {"a": 1})
         assert forbidden.value.code == "scope_forbidden"
