@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from knowledge import people, services
+from knowledge.selectors import DOCUMENTS_DEFAULT_LIMIT, DOCUMENTS_MAX_LIMIT
 from memhouse import usage
 from memhouse.authentication import IsHuman, IsHumanAdmin, principal_for_user, principal_of
 from memhouse.errors import ApplicationError, error_response
@@ -381,11 +382,47 @@ def _version_out(version: Any) -> dict[str, Any]:
             "version_id": version.id, "sha256": version.sha256, "media_type": version.media_type}
 
 
+def _document_out(document: Any, latest: Any, *, with_text: bool) -> dict[str, Any]:
+    version = {**_version_out(latest), "created_at": latest.created_at}
+    if with_text:
+        version["text"] = latest.text
+    return {"id": document.id, "title": document.title, "scope": document.scope.path,
+            "external_id": document.external_id, "created_at": document.created_at,
+            "latest_version": version}
+
+
 class DocumentsApi(APIView):
+    """GET ?scope&external_id&include_text&cursor&limit: the live documents this
+    credential may access, each with its latest version. POST: upload a document."""
+
     class InputSerializer(DocumentInSerializer):
         scope = serializers.CharField(max_length=500)
         title = serializers.CharField(max_length=500)
         external_id = serializers.CharField(max_length=200, required=False, allow_null=True)
+
+    class ListSerializer(serializers.Serializer):
+        scope = serializers.CharField(max_length=500, required=False)
+        external_id = serializers.CharField(max_length=200, required=False)
+        include_text = serializers.BooleanField(required=False, default=False)
+        cursor = serializers.CharField(max_length=500, required=False)
+        limit = serializers.IntegerField(min_value=1, max_value=DOCUMENTS_MAX_LIMIT,
+                                         default=DOCUMENTS_DEFAULT_LIMIT)
+
+    @extend_schema(operation_id="v1_documents_list", parameters=[ListSerializer])
+    def get(self, request: Request) -> Response:
+        from knowledge import selectors
+
+        params = request.query_params
+        data = self.ListSerializer(data={k: params.get(k) for k in params})
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        reader = selectors.reader_for(principal=principal_of(request))
+        page = selectors.documents_listing(
+            reader=reader, scope_path=v.get("scope"), external_id=v.get("external_id"),
+            with_text=v["include_text"], cursor=v.get("cursor"), limit=v["limit"])
+        return Response({"items": [_document_out(d, latest, with_text=v["include_text"])
+                                   for d, latest in page.items],
+                         "next_cursor": page.next_cursor})
 
     def post(self, request: Request) -> Response:
         from knowledge.ingest.services import document_create

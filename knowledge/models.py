@@ -201,9 +201,12 @@ class Document(AccountOwned):
     class Meta:
         db_table = "memhouse_document"
         constraints = [
+            # Among live documents only: a tombstoned document's id may be used again
+            # (a store that deletes a key and puts it later).
             models.UniqueConstraint(fields=["account", "scope", "external_id"],
-                                    condition=Q(external_id__isnull=False),
-                                    name="document_unique_scope_ext"),
+                                    condition=Q(external_id__isnull=False,
+                                                deleted_at__isnull=True),
+                                    name="document_unique_scope_ext_live"),
         ]
 
 

@@ -17,7 +17,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import lifecycle
-from knowledge.models import Knowledge, Peer, Scope
+from knowledge.models import Document, DocumentVersion, Knowledge, Peer, Scope
 from knowledge.presenters import decode_cursor, encode_cursor
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, Reader, ancestor_paths
@@ -246,3 +246,66 @@ def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
         raise NotFound("knowledge")
     return item
 
+
+
+# --- the document listing (GET /api/v1/documents) -----------------------------------------
+
+DOCUMENTS_DEFAULT_LIMIT = 50
+DOCUMENTS_MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    """Live documents, each with its latest version (text loaded only when asked)."""
+
+    items: list[tuple[Document, DocumentVersion]]
+    next_cursor: str | None
+
+
+def _scope_subtree_q(root: str) -> Q:
+    if root == "/":
+        return Q()
+    return Q(scope__path=root) | Q(scope__path__startswith=root.rstrip("/") + "/")
+
+
+def documents_listing(*, reader: Reader, scope_path: str | None = None,
+                      external_id: str | None = None, with_text: bool = False,
+                      cursor: str | None = None,
+                      limit: int = DOCUMENTS_DEFAULT_LIMIT) -> DocumentPage:
+    """Documents that are not tombstoned, in the scopes the credential may access (the
+    rule of GET /documents/<id>: raw sources carry no per-statement visibility, so the
+    scope grant decides), oldest first in keyset pages on (created_at, id).
+
+    `scope_path` narrows the list to that scope and its descendants (a document store's
+    namespace prefix); a scope the credential may not read is the same 404 as a missing
+    one. `external_id` is the uploader's own id for a document, unique per scope."""
+    from knowledge.services import normalise_scope_path
+
+    qs = Document.objects.filter(account_id=reader.account_id, deleted_at__isnull=True)
+    if reader.scope_roots is not None and "/" not in reader.scope_roots:
+        allowed = Q(pk__in=[])  # no grant: nothing
+        for root in reader.scope_roots:
+            allowed |= _scope_subtree_q(root)
+        qs = qs.filter(allowed)
+    if scope_path is not None:
+        path = normalise_scope_path(scope_path)
+        if not reader.may_read_scope(path) or not Scope.objects.filter(
+                account_id=reader.account_id, path=path).exists():
+            raise NotFound("scope")
+        qs = qs.filter(_scope_subtree_q(path))
+    if external_id is not None:
+        qs = qs.filter(external_id=external_id)
+    if cursor:
+        at, pk = decode_cursor(cursor)
+        qs = qs.filter(Q(created_at__gt=at) | Q(created_at=at, id__gt=pk))
+    docs = list(qs.select_related("scope").order_by("created_at", "id")[: limit + 1])
+    more = len(docs) > limit
+    docs = docs[:limit]
+    versions = DocumentVersion.objects.filter(document__in=docs, tombstoned_at__isnull=True)
+    versions = versions.defer("blob") if with_text else versions.defer("text", "blob")
+    # DISTINCT ON: one latest version per document in a single query.
+    latest = {v.document_id: v for v in versions.order_by("document_id", "-number")
+              .distinct("document_id")}
+    items = [(d, latest[d.id]) for d in docs if d.id in latest]
+    nxt = encode_cursor(docs[-1].created_at, docs[-1].pk) if more else None
+    return DocumentPage(items, nxt)

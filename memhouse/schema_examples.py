@@ -196,6 +196,15 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "response": {**VERSION, "version": 2,
                      "sha256": "0d5b1c7e3f9a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c"},
     },
+    "v1_documents_list": {
+        "status": 200,
+        "query": {"scope": "/demo", "external_id": "handbook", "include_text": "true"},
+        "response": {"items": [{"id": DOC, "title": "Handbook", "scope": "/demo",
+                                "external_id": "handbook", "created_at": NOW,
+                                "latest_version": {**VERSION, "created_at": NOW,
+                                                   "text": "Our office is in Lisbon."}}],
+                     "next_cursor": None},
+    },
     "v1_documents_retrieve": {
         "status": 200,
         "response": {"id": DOC, "title": "Handbook", "scope": "/demo", "versions": [VERSION]},
@@ -500,6 +509,8 @@ SUMMARIES: dict[str, str] = {
     "v1_documents_create": "Upload a document (its first version)",
     "v1_documents_versions_create": "Add a version to a document; statements it no longer "
                                     "supports are superseded",
+    "v1_documents_list": "The live documents this credential may access, with their "
+                         "latest versions",
     "v1_documents_retrieve": "A document and its versions",
     "v1_documents_destroy": "Tombstone a document; statements left without a source are "
                             "retracted",

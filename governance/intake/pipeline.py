@@ -9,6 +9,7 @@ task is a no-op.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import uuid
@@ -247,14 +248,37 @@ def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
 
-def document_claims(version_text: str, *, names: dict[str, str], occurred_at: Any
-                    ) -> list[tuple[ExtractedClaim, str]]:
+def prose_of(version_text: str, media_type: str) -> list[str]:
+    """The prose of a version: for a JSON document (e.g. a LangGraph store value) its
+    string values in document order, so no sentence starts with JSON syntax; any other
+    text (and JSON that does not parse) as it is."""
+    if media_type != "application/json":
+        return [version_text]
+    try:
+        stack: list[Any] = [json.loads(version_text)]
+    except (ValueError, RecursionError):
+        return [version_text]
+    out: list[str] = []
+    while stack:  # iterative: no recursion limit to hit on deep values
+        value = stack.pop()
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+    return out
+
+
+def document_claims(version_text: str, *, names: dict[str, str], occurred_at: Any,
+                    media_type: str = "text/plain") -> list[tuple[ExtractedClaim, str]]:
     """Declarative sentences of a document as claims about the scope, or about a known
     peer when the sentence starts with that peer's name. Returns (claim, excerpt)."""
     from knowledge.ingest.rule_extractor import classify_sensitivity, strip_relative_dates
 
     out: list[tuple[ExtractedClaim, str]] = []
-    for match in _SENTENCE.finditer(version_text):
+    matches = (m for text in prose_of(version_text, media_type) for m in _SENTENCE.finditer(text))
+    for match in matches:
         raw = match.group(0).strip()
         if not raw or raw.endswith("?") or len(raw.split()) < 3 or raw.startswith("#"):
             continue
@@ -284,8 +308,8 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
         if version is None:
             return Outcome()
         names = known_peer_names(account_id, version.document.scope_id)
-        text, created = version.text, version.created_at
-    claims = document_claims(text, names=names, occurred_at=created)
+        text, created, media_type = version.text, version.created_at, version.media_type
+    claims = document_claims(text, names=names, occurred_at=created, media_type=media_type)
     outcome = Outcome()
     with account_context(account_id):
         version = DocumentVersion.objects.select_for_update(no_key=True).select_related(

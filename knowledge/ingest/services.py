@@ -248,7 +248,8 @@ def document_create(*, principal: Principal, scope_path: str, title: str, conten
                     ) -> DocumentVersion:
     scope = resolve_scope(principal=principal, path=scope_path)
     if external_id and Document.objects.filter(account_id=principal.account_id, scope=scope,
-                                               external_id=external_id).exists():
+                                               external_id=external_id,
+                                               deleted_at__isnull=True).exists():
         raise ApplicationError("document_exists",
                                f"a document with external id {external_id!r} exists; "
                                "add a version instead", status_code=409)

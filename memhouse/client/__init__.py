@@ -1,10 +1,17 @@
 """Typed Python client for the MemHouse REST API (v1).
 
     from memhouse.client import MemHouseClient, Message, NotFoundError
+
+Framework adapters built on it, each behind an optional extra (docs/integrations.md):
+memhouse.client.langgraph_store.MemHouseStore (`memhouse[langgraph]`, a LangGraph store)
+and memhouse.client.agents_session (`memhouse[agents]`, an OpenAI Agents SDK session and
+memory tools). They are not imported here, so the client needs neither framework.
 """
 
 from memhouse.client.client import (
     DocumentDeleted,
+    DocumentOut,
+    DocumentPage,
     DocumentVersion,
     IngestedMessage,
     IngestResult,
@@ -36,6 +43,8 @@ __all__ = [
     "AuthenticationError",
     "ConflictError",
     "DocumentDeleted",
+    "DocumentOut",
+    "DocumentPage",
     "DocumentVersion",
     "IngestResult",
     "IngestedMessage",

@@ -32,6 +32,8 @@ from memhouse.client.errors import (
 
 __all__ = [
     "DocumentDeleted",
+    "DocumentOut",
+    "DocumentPage",
     "DocumentVersion",
     "IngestResult",
     "IngestedMessage",
@@ -139,6 +141,27 @@ class SearchResult(TypedDict):
     elapsed_ms: float
     page: SearchPage
     identity_profile: NotRequired[JSONDict | None]
+
+
+class DocumentLatestVersion(DocumentVersion):
+    created_at: str
+    text: NotRequired[str]  # only with include_text=True
+
+
+class DocumentOut(TypedDict):
+    id: str
+    title: str
+    scope: str
+    external_id: str | None
+    created_at: str
+    latest_version: DocumentLatestVersion
+
+
+class DocumentPage(TypedDict):
+    """A page of GET /documents: live documents, oldest first."""
+
+    items: list[DocumentOut]
+    next_cursor: str | None
 
 
 class Page(TypedDict):
@@ -410,6 +433,29 @@ class MemHouseClient:
         body = {"media_type": media_type, **_content_fields(text, content)}
         result: DocumentVersion = self._post(f"documents/{document_id}/versions", body)
         return result
+
+    def list_documents(self, *, scope: str | None = None, external_id: str | None = None,
+                       include_text: bool = False, cursor: str | None = None,
+                       limit: int | None = None) -> DocumentPage:
+        """One page of the live documents this key may access, each with its latest
+        version (and its text when `include_text`); `scope` lists that scope and its
+        descendants; pass `next_cursor` back for the next page."""
+        result: DocumentPage = self._get(
+            "documents", scope=scope, external_id=external_id,
+            include_text="true" if include_text else None, cursor=cursor, limit=limit)
+        return result
+
+    def iter_documents(self, *, scope: str | None = None, include_text: bool = False,
+                       limit: int | None = None) -> Iterator[DocumentOut]:
+        """Every document of list_documents(...), following `next_cursor`."""
+        cursor: str | None = None
+        while True:
+            page = self.list_documents(scope=scope, include_text=include_text,
+                                       cursor=cursor, limit=limit)
+            yield from page["items"]
+            cursor = page.get("next_cursor")
+            if not cursor or not page["items"]:
+                return
 
     def get_document(self, document_id: str | UUID) -> JSONDict:
         return dict(self._get(f"documents/{document_id}"))

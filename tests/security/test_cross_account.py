@@ -257,6 +257,25 @@ def case_documents_post(c: Corpus, client: APIClient) -> None:
     assert Document.objects.count() == 1
 
 
+def case_documents_get(c: Corpus, client: APIClient) -> None:
+    key = c.keys["mallory"]
+    r = _get_oracle(c, client, key, "documents", SOCIAL, {}, "scope")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    # A's external id is an empty filter in B, like any unknown one.
+    r = _get_oracle(c, client, key, "documents", "acme-doc-ext", {"include_text": "true"},
+                    "external_id")
+    assert r.status_code == 200 and r.json()["items"] == []
+    for query in ({}, {"include_text": "true", "limit": "100"}, {"scope": "/marketing"}):
+        own = api(client, key, "GET", "documents", query=query)
+        assert own.status_code == 200 and own.json()["items"] == [], own.content
+    tenancy_ignored(c, client, key, "GET", "documents")
+    # Sanity: A's own agent does list A's document, so the emptiness above is isolation.
+    mine = api(client, c.keys["scribe"], "GET", "documents",
+               query={"scope": SOCIAL, "include_text": "true"})
+    assert mine.json()["items"][0]["id"] == c.a_ids["document"]
+    assert "acmeonly" in mine.content.decode().lower()
+
+
 def case_document_get(c: Corpus, client: APIClient) -> None:
     path = "documents/{id}"
     r = no_oracle(c, client, c.keys["mallory"], "GET", path, c.a_ids["document"])
@@ -579,6 +598,7 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("peers", "POST"): case_peers_post,
     ("messages", "POST"): case_messages,
     ("documents", "POST"): case_documents_post,
+    ("documents", "GET"): case_documents_get,
     ("document", "GET"): case_document_get,
     ("document", "DELETE"): case_document_delete,
     ("document-versions", "POST"): case_document_versions,
@@ -733,6 +753,14 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         assert {str(k.id) for k in ksel.knowledge_listing(
             reader=internal_reader(acct), limit=200).items} == set(c.b_knowledge)
 
+    def documents(c: Corpus) -> None:
+        _, _b, acct = _b_context(c)
+        for reader in (internal_reader(acct), forged(c)):
+            page = ksel.documents_listing(reader=reader, with_text=True, limit=100)
+            assert page.items == [] and page.next_cursor is None
+            raises(NotFound, lambda reader=reader: ksel.documents_listing(
+                reader=reader, scope_path=SOCIAL))
+
     def curator_queue(c: Corpus) -> None:
         _, b, _ = _b_context(c)
         assert gs.curator_queue(principal=b, limit=200).items == []
@@ -851,6 +879,7 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "knowledge.selectors.readable_scopes_q": listing,
         "knowledge.selectors.knowledge_listing": listing,
         "knowledge.selectors.knowledge_listed": listing,
+        "knowledge.selectors.documents_listing": documents,
         "governance.selectors.parse_limit": paging_helpers,
         "governance.selectors.paginate": paging_helpers,
         "governance.selectors.curator_queue": curator_queue,
