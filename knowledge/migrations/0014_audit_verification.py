@@ -11,7 +11,7 @@ from memhouse.rls import protect_tables
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge', '0012_people_scopes_deactivation_invitations'),
+        ('knowledge', '0013_document_external_id_live'),
     ]
 
     operations = [
