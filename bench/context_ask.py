@@ -15,7 +15,11 @@ One command, one private database (bench_context_ask):
      projection_cache_hit / fast_fallback flags are counted, not assumed;
   3. ask: every QA through retrieval.ask.ask (no effort, the scope's default profile =
      thorough) with no generation provider configured (model-free mode);
-  4. JSON (keys in bench/README.md).
+  4. abstention: the team's unrelated questions (bench/fixtures/unrelated_questions.json)
+     asked in every conversation's scope, small-memory pairs
+     (bench/fixtures/ask_pairs.json) scored against their statement, and ask's
+     similarity floor chosen by leave-one-conversation-out next to the shipped one;
+  5. JSON (keys in bench/README.md).
 """
 
 from __future__ import annotations
@@ -434,6 +438,7 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
     n_cited: list[int] = []
     profiles: Counter[str] = Counter()
     models_called = 0
+    relevance_rows: list[dict[str, Any]] = []
     total = sum(len(c.qa) for c in convs)
     done = 0
     for conv in convs:
@@ -456,6 +461,7 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
             s["abstained"] += bool(res["abstained"])
             s["answered"] += not res["abstained"]
             conf[cat].append(int(res["answer_confidence"]))
+            relevance_rows.append(_relevance_row(conv.sample_id, cat, res))
             reasons[cat][str(res["abstention_reason"])] += 1
             for d in res["retrieval"]["strategies"]["dropped"]:
                 dropped[f"{d['name']}:{d['reason']}"] += 1
@@ -515,6 +521,131 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
         "mean_citations": round(float(np.mean(n_cited)), 2) if n_cited else None,
         "dropped_strategies": dict(dropped),
         "contributed_strategies": dict(contributed),
+        "relevance_rows": relevance_rows,
+    }
+
+
+# =======================================================================================
+# Ask abstention: unrelated questions, small-memory pairs, the similarity floor
+# =======================================================================================
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FLOOR_GRID = [round(0.30 + 0.01 * i, 2) for i in range(31)]  # 0.30 .. 0.60
+
+
+def _relevance_row(conv: str, cat: str, res: dict[str, Any]) -> dict[str, Any]:
+    rel = res["recall"]["relevance"]
+    return {"conversation": conv, "category": cat, "abstained": bool(res["abstained"]),
+            "reason": res["abstention_reason"], "basis": rel["basis"],
+            "top_similarity": rel["top_similarity"]}
+
+
+def _answers_at(row: dict[str, Any], floor: float) -> bool:
+    """Would ask answer at this floor? (The semantic gate; rows without vectors keep the
+    decision ask made, which did not read the floor.)"""
+    if row["basis"] != "semantic" or row["top_similarity"] is None:
+        return not row["abstained"]
+    return float(row["top_similarity"]) >= floor
+
+
+def _objective(rows: list[dict[str, Any]], pairs: list[float], floor: float
+               ) -> tuple[float | None, float | None, float | None]:
+    """(LoCoMo answer rate on categories 1-4, small-memory pairs passing, unrelated
+    questions abstained) at `floor`."""
+    answerable = [r for r in rows if r["category"] in EVIDENCE_CATEGORIES]
+    unrelated = [r for r in rows if r["category"] == "unrelated"]
+    return (rate(sum(_answers_at(r, floor) for r in answerable), len(answerable)),
+            rate(sum(c >= floor for c in pairs), len(pairs)),
+            rate(sum(not _answers_at(r, floor) for r in unrelated), len(unrelated)))
+
+
+def _best_floor(rows: list[dict[str, Any]], pairs: list[float]) -> float:
+    # The mean of the three rates, equal weight: a wrong abstention on a real question
+    # and an answer to an unrelated one are both failures; ties go to the lower floor.
+    def score(f: float) -> float:
+        return sum(x or 0.0 for x in _objective(rows, pairs, f))
+
+    return max(FLOOR_GRID, key=lambda f: (round(score(f), 6), -f))
+
+
+def run_abstention(account_id: Any, convs: list[common.Conversation], readers: Readers,
+                   locomo_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Unrelated questions asked in every conversation's scope, small-memory pairs
+    scored against their statement, and the floor chosen by leave-one-conversation-out
+    (plus a split a -> b check of the team-written fixtures)."""
+    import json
+
+    from django.conf import settings
+
+    from memhouse.tenancy import account_context
+    from retrieval.ask import ask
+    from retrieval.embedding import get_embedder, query_cache
+    from retrieval.profiles import resolve_profile
+
+    unrelated = json.loads((FIXTURES / "unrelated_questions.json").read_text())["questions"]
+    pair_items = json.loads((FIXTURES / "ask_pairs.json").read_text())["pairs"]
+    rows = [dict(r) for r in locomo_rows]
+    for conv in convs:
+        scope = readers.scopes[conv.sample_id]
+        with account_context(account_id):
+            profile = resolve_profile(requested=None, scope=scope, default="thorough")
+        for u in unrelated:
+            _, reader = readers.for_question(conv, u["q"])
+            query_cache().clear()
+            with account_context(account_id):
+                res = ask(reader=reader, scope=scope, query=u["q"], profile=profile)
+            row = _relevance_row(conv.sample_id, "unrelated", res)
+            row["split"] = u["split"]
+            rows.append(row)
+        log(f"abstention: {conv.sample_id} unrelated questions asked")
+    embedder = get_embedder()
+    pair_cos: list[tuple[float, str]] = []
+    for p in pair_items:
+        q = np.asarray(embedder.embed_query(p["question"]))
+        d = np.asarray(embedder.embed_documents([p["statement"]])[0])
+        pair_cos.append((float(q @ d / (np.linalg.norm(q) * np.linalg.norm(d))), p["split"]))
+    pairs = [c for c, _ in pair_cos]
+    shipped = float(settings.MEMHOUSE_ASK_MIN_SIMILARITY)
+
+    def triple(rs: list[dict[str, Any]], ps: list[float], f: float) -> dict[str, Any]:
+        a, p, u = _objective(rs, ps, f)
+        return {"floor": f, "locomo_answer_rate_1_4": a, "pairs_pass_rate": p,
+                "unrelated_abstention_rate": u}
+
+    folds = []
+    for conv in convs:
+        train = [r for r in rows if r["conversation"] != conv.sample_id]
+        test = [r for r in rows if r["conversation"] == conv.sample_id]
+        chosen = _best_floor(train, pairs)
+        folds.append({"held_out": conv.sample_id, **triple(test, pairs, chosen)})
+    keys = ("locomo_answer_rate_1_4", "unrelated_abstention_rate")
+    loco_mean = {k: round(float(np.mean([f[k] for f in folds if f[k] is not None])), 4)
+                 for k in keys}
+    split_a = [r for r in rows if r.get("split", "a") == "a"]
+    split_b = [r for r in rows if r.get("split", "b") == "b"]
+    chosen_a = _best_floor(split_a, [c for c, s in pair_cos if s == "a"])
+    observed = [r for r in rows if r["category"] == "unrelated"]
+    c5 = [r for r in rows if r["category"] == "5"]
+    return {
+        "shipped_floor": shipped,
+        "embedder": embedder.identity.key,
+        "observed": {
+            "unrelated_questions": len(observed),
+            "unrelated_abstention_rate": rate(sum(r["abstained"] for r in observed),
+                                              len(observed)),
+            "unrelated_abstention_by_split": {
+                s: rate(sum(r["abstained"] for r in observed if r["split"] == s),
+                        sum(1 for r in observed if r["split"] == s)) for s in ("a", "b")},
+            "category_5_abstention_rate": rate(sum(r["abstained"] for r in c5), len(c5)),
+        },
+        "at_shipped_floor": triple(rows, pairs, shipped),
+        "in_sample_best": triple(rows, pairs, _best_floor(rows, pairs)),
+        "leave_one_conversation_out": {"folds": folds, "mean": loco_mean},
+        "split_check": {"chosen_on_a": chosen_a,
+                        "on_b": triple(split_b, [c for c, s in pair_cos if s == "b"],
+                                       chosen_a)},
+        "pairs_lowest": sorted(round(c, 4) for c in pairs)[:5],
+        "curve": [triple(rows, pairs, f) for f in FLOOR_GRID],
     }
 
 
@@ -537,6 +668,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="context budget (default: retrieval.context.DEFAULT_BUDGET)")
     ap.add_argument("--skip-context", action="store_true")
     ap.add_argument("--skip-ask", action="store_true")
+    ap.add_argument("--skip-abstention", action="store_true",
+                    help="skip the unrelated-question and floor calibration part of ask")
     ap.add_argument("--no-entity-rebuild", action="store_true")
     ap.add_argument("--batch-size", type=int, default=100)
     ap.add_argument("--keep-db", action="store_true")
@@ -642,6 +775,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"evidence hit {v['cited_evidence_hit_rate']}")
         lat = payload["ask"]["latency_ms"]
         log(f"ask latency p50/p95/p99 {lat['p50']}/{lat['p95']}/{lat['p99']} ms")
+        rows = payload["ask"].pop("relevance_rows")
+        if not args.skip_abstention:
+            payload["abstention"] = run_abstention(account_id, convs, readers, rows)
+            write()
+            ab = payload["abstention"]
+            log(f"abstention at floor {ab['shipped_floor']}: {ab['at_shipped_floor']}; "
+                f"observed {ab['observed']}; leave-one-conversation-out "
+                f"{ab['leave_one_conversation_out']['mean']}")
     payload["python_peak_rss_mb"] = common.python_peak_rss_mb()
     payload["config"]["loadavg_end"] = os.getloadavg()
     write()
