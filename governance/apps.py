@@ -5,7 +5,7 @@ class GovernanceConfig(AppConfig):
     name = "governance"
 
     def ready(self) -> None:
-        from governance.workers import on_knowledge_transition
+        from governance.tasks import on_knowledge_transition
         from knowledge.lifecycle import register_refresh_hook
 
         # A contributor leaving `active` sends the deductions derived from it to

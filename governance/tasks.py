@@ -11,88 +11,69 @@ from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.utils import timezone
+
+from governance import workers
+from knowledge import lifecycle
 
 _RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True, "max_retries": 5,
           "acks_late": True}
 
 
 def _run(work: Any, account_id: str | None) -> Any:
-    from governance.workers import per_account
-
-    return work(account_id) if account_id else per_account(work)
+    return work(account_id) if account_id else workers.per_account(work)
 
 
 @shared_task(name="governance.expire_due", **_RETRY)
 def expire_due(account_id: str | None = None) -> Any:
-    from governance.workers import expire_due as work
-
-    return _run(work, account_id)
+    return _run(workers.expire_due, account_id)
 
 
 @shared_task(name="governance.revalidate_due", **_RETRY)
 def revalidate_due(account_id: str | None = None) -> Any:
-    from governance.workers import revalidate_due as work
-
-    return _run(work, account_id)
+    return _run(workers.revalidate_due, account_id)
 
 
 @shared_task(name="governance.age_overdue_reviews", **_RETRY)
 def age_overdue_reviews(account_id: str | None = None) -> Any:
-    from governance.workers import age_overdue_reviews as work
-
-    return _run(work, account_id)
+    return _run(workers.age_overdue_reviews, account_id)
 
 
 @shared_task(name="governance.decay_unanswered_questions", **_RETRY)
 def decay_unanswered_questions(account_id: str | None = None) -> Any:
-    from governance.workers import decay_unanswered_questions as work
-
-    return _run(work, account_id)
+    return _run(workers.decay_unanswered_questions, account_id)
 
 
 @shared_task(name="governance.resolve_entities", **_RETRY)
 def resolve_entities(account_id: str | None = None) -> Any:
-    from governance.workers import resolve_entities as work
-
-    return _run(work, account_id)
+    return _run(workers.resolve_entities, account_id)
 
 
 @shared_task(name="governance.verify_audit_chains", **_RETRY)
 def verify_audit_chains(account_id: str | None = None) -> Any:
-    from governance.workers import verify_audit_chain as work
-
-    return _run(work, account_id)
+    return _run(workers.verify_audit_chain, account_id)
 
 
 @shared_task(name="governance.consolidate_duplicates", **_RETRY)
 def consolidate_duplicates(account_id: str | None = None) -> Any:
-    from governance.workers import consolidate_duplicates as work
-
-    return _run(work, account_id)
+    return _run(workers.consolidate_duplicates, account_id)
 
 
 @shared_task(name="governance.deduce", **_RETRY)
 def deduce(account_id: str | None = None) -> Any:
-    from governance.workers import deduce as work
-
-    return _run(work, account_id)
+    return _run(workers.deduce, account_id)
 
 
 @shared_task(name="governance.contributor_changed", **_RETRY)
 def contributor_changed(account_id: str, knowledge_id: str) -> int:
-    from governance.workers import contributor_changed as work
-
-    return work(account_id, knowledge_id)
+    return workers.contributor_changed(account_id, knowledge_id)
 
 
 # --- intake ------------------------------------------------------------------------------
 
 @shared_task(name="governance.process_messages", **_RETRY)
 def process_messages(account_id: str, message_ids: list[str]) -> int:
-    from django.db import transaction
-
     from governance.intake.pipeline import enqueue_embedding, process_message
     from knowledge.ingest.dead_letter import mark_extraction_failed
 
@@ -137,3 +118,22 @@ def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
             process_messages.delay(str(account_id), ids[start:start + 50])
         queued += len(ids)
     return queued
+
+
+# --- enqueue on commit (task modules own these; work modules never import tasks) ---------
+
+# Reasons that only ever leave `proposed` (gate outcomes): such a row was never active,
+# so it cannot be a deduction contributor and needs no follow-up task.
+_GATE_REASONS = frozenset({"f4_gate_a_noise", "f4_gate_a_duplicate", "f4_gate_a_unsupported",
+                           "f4_gate_b_restricted_unattended", "f4_gate_a_b_deferred",
+                           "f4_scope_hold", "f4_gate_unattended_hold"})
+
+
+def on_knowledge_transition(item: Any) -> None:
+    """Lifecycle refresh hook: when a statement may have left `active`, check after
+    commit whether active deductions derive from it. Runs inside transition(); no query."""
+    if item.state in (lifecycle.ACTIVE, lifecycle.PROPOSED) or item.state_reason in _GATE_REASONS:
+        return
+    account_id, knowledge_id = str(item.account_id), str(item.pk)
+    transaction.on_commit(lambda: contributor_changed.delay(account_id, knowledge_id),
+                          robust=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from governance.models import DeductionRun, PeerQuestion, Validation
@@ -449,25 +449,6 @@ def _deduce_groups(account_id: uuid.UUID | str, provider: Any, result: Deduction
 
 
 # --- contributor changes ----------------------------------------------------------------
-
-# Reasons that only ever leave `proposed` (gate outcomes): such a row was never active,
-# so it cannot be a deduction contributor and needs no follow-up task.
-_GATE_REASONS = frozenset({"f4_gate_a_noise", "f4_gate_a_duplicate", "f4_gate_a_unsupported",
-                           "f4_gate_b_restricted_unattended", "f4_gate_a_b_deferred",
-                           "f4_scope_hold", "f4_gate_unattended_hold"})
-
-
-def on_knowledge_transition(item: Any) -> None:
-    """Lifecycle refresh hook: when a statement may have left `active`, check after
-    commit whether active deductions derive from it. Runs inside transition(); no query."""
-    if item.state in (lifecycle.ACTIVE, lifecycle.PROPOSED) or item.state_reason in _GATE_REASONS:
-        return
-    from governance.tasks import contributor_changed as contributor_changed_task
-
-    account_id, knowledge_id = str(item.account_id), str(item.pk)
-    transaction.on_commit(lambda: contributor_changed_task.delay(account_id, knowledge_id),
-                          robust=True)
-
 
 def contributor_changed(account_id: uuid.UUID | str, knowledge_id: uuid.UUID | str) -> int:
     """Active deductions derived from a statement that is no longer active ->
