@@ -7,7 +7,8 @@ class RetrievalConfig(AppConfig):
     def ready(self) -> None:
         # Every lifecycle state change dirties the affected context projections and
         # enqueues their rebuild on commit (retrieval.projections). Importing the task
-        # module registers it with workers (autodiscovery only finds `tasks` modules).
+        # modules registers them with workers (autodiscovery only finds `tasks` modules)
+        # and hands projections its rebuild task.
         from knowledge.lifecycle import register_refresh_hook
         from retrieval import entity_tasks, projection_tasks  # noqa: F401
         from retrieval.projections import on_knowledge_change

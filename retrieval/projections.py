@@ -168,14 +168,24 @@ def rebuild_many(account_id: uuid.UUID | str, projection_ids: Iterable[uuid.UUID
     return done
 
 
+# The rebuild task lives in retrieval.projection_tasks, which registers itself here when
+# it is imported (retrieval.apps imports it), so this work module never imports its task
+# module (no import cycle).
+_REBUILD_TASK: list[Any] = []
+
+
+def register_rebuild_task(task: Any) -> None:
+    _REBUILD_TASK[:] = [task]
+
+
 def enqueue_rebuild(account_id: uuid.UUID | str, projection_ids: Sequence[uuid.UUID | str]
                     ) -> None:
     """Run after commit: hand the rebuild to the queue (in-process when eager)."""
     if not projection_ids:
         return
-    from retrieval.projection_tasks import rebuild_projections
-
-    rebuild_projections.delay(str(account_id), [str(i) for i in projection_ids])
+    if not _REBUILD_TASK:  # a configuration error, not bad input
+        raise RuntimeError("no projection rebuild task registered (is 'retrieval' ready?)")
+    _REBUILD_TASK[0].delay(str(account_id), [str(i) for i in projection_ids])
 
 
 def _rebuild_on_commit(account_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
