@@ -37,6 +37,11 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 from memhouse.celery_schedule import BEAT_SCHEDULE  # noqa: E402
+from memhouse.observability import (  # noqa: E402
+    BEAT_HEARTBEAT_KEY,
+    ENQUEUED_HEADER,
+    TASK_LAG_KEY,
+)
 
 app.conf.beat_schedule = BEAT_SCHEDULE
 app.conf.beat_scheduler = "memhouse.celery:HeartbeatScheduler"
@@ -44,9 +49,6 @@ app.conf.beat_scheduler = "memhouse.celery:HeartbeatScheduler"
 HEARTBEAT_EVERY_SECONDS = 15.0
 app.conf.beat_max_loop_interval = HEARTBEAT_EVERY_SECONDS
 
-ENQUEUED_HEADER = "memhouse_enqueued_at"
-TASK_LAG_KEY = "memhouse:metrics:task_start_lag"
-BEAT_HEARTBEAT_KEY = "memhouse:beat:heartbeat"
 BEAT_HEARTBEAT_MAX_AGE = 60.0
 
 

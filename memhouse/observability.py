@@ -32,6 +32,12 @@ from prometheus_client.core import GaugeMetricFamily, SummaryMetricFamily
 
 log = logging.getLogger(__name__)
 
+# Broker keys written by memhouse.celery's signal handlers and read by the scrape below.
+# They live here, the lower module, so metrics never import the Celery app (no cycle).
+ENQUEUED_HEADER = "memhouse_enqueued_at"
+TASK_LAG_KEY = "memhouse:metrics:task_start_lag"
+BEAT_HEARTBEAT_KEY = "memhouse:beat:heartbeat"
+
 REQUEST_LATENCY = Histogram(
     "memhouse_request_seconds", "HTTP request latency by route and status class",
     ["route", "method", "status"],
@@ -64,11 +70,8 @@ class MetricsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from memhouse.usage import request_scope
-
         started = time.perf_counter()
-        with request_scope():  # the request's principal, for billing its model calls
-            response = self.get_response(request)
+        response = self.get_response(request)
         match = getattr(request, "resolver_match", None)
         route = match.route if match is not None and match.route else "unmatched"
         REQUEST_LATENCY.labels(route=route, method=request.method or "",
@@ -93,10 +96,8 @@ _PRIORITY_STEPS = (3, 6, 9)
 
 
 def queue_names(client: Any) -> list[str]:
-    """Configured queues plus every queue bound in the broker (kombu's binding sets)."""
-    from memhouse.celery import app
-
-    names = {str(name) for name in app.amqp.queues} | {app.conf.task_default_queue}
+    """The default queue plus every queue bound in the broker (kombu's binding sets)."""
+    names = {str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery"))}
     for key in client.scan_iter(match="_kombu.binding.*", count=100):
         for member in client.smembers(key):
             text = member.decode() if isinstance(member, bytes) else str(member)
@@ -105,8 +106,6 @@ def queue_names(client: Any) -> list[str]:
 
 
 def _enqueued_at(raw: bytes | str | None) -> float | None:
-    from memhouse.celery import ENQUEUED_HEADER
-
     if not raw:
         return None
     try:
@@ -120,8 +119,6 @@ def broker_metrics(url: str, now: float | None = None) -> CollectorRegistry:
     """Worker-side state read from the broker's Redis, as a registry of its own.
     Raises when Redis does not answer (the caller reports that as NaN)."""
     import redis
-
-    from memhouse.celery import BEAT_HEARTBEAT_KEY, TASK_LAG_KEY
 
     now = time.time() if now is None else now
     client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)

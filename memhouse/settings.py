@@ -53,6 +53,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
     "memhouse.observability.MetricsMiddleware",
+    "memhouse.usage.RequestScopeMiddleware",  # bills a request's model calls to its principal
     "axes.middleware.AxesMiddleware",  # the console login's lockout page
 ]
 

@@ -139,6 +139,18 @@ def leave_meter(token: Any) -> None:
     _meter.reset(token)
 
 
+class RequestScopeMiddleware:
+    """Binds the request's principal (set by the throttle) for billing its model calls,
+    for exactly the request's lifetime."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        with request_scope():
+            return self.get_response(request)
+
+
 @contextmanager
 def request_scope() -> Iterator[None]:
     """One HTTP request: the principal bound by the throttle lives exactly this long."""
@@ -291,7 +303,7 @@ class CredentialRateThrottle(BaseThrottle):
         principal = request.user
         if isinstance(principal, Principal):
             # Every API view runs this throttle after authentication: the request's model
-            # calls are billed to this principal (reset by MetricsMiddleware at the end).
+            # calls are billed to this principal (reset by RequestScopeMiddleware at the end).
             _request_principal.set(principal)
         if limit <= 0 or not isinstance(principal, Principal):
             return True
