@@ -256,6 +256,10 @@ MEMBER_VISIBLE = frozenset(n for n, s in STATES.items() if s.visibility.member)
 CURATOR_VISIBLE = frozenset(n for n, s in STATES.items() if s.visibility.curator)
 # States a subject may still dispute or withdraw ("nonterminal" in the contract).
 CURRENT = frozenset({ACTIVE, PROVISIONAL, HELD, NEEDS_REVALIDATION, STALE})
+# States whose rows keep a vector: a search may return them now (for some reader) or once
+# they are active again. Past the gate only, so a proposed row is never embedded.
+EMBEDDABLE = frozenset(n for n in STATES if n != PROPOSED and (
+    n in SEARCHABLE or n in SUBJECT_SEARCHABLE or ACTIVE in EDGES[n]))
 
 
 class TransitionError(Exception):

@@ -8,12 +8,13 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from knowledge import lifecycle
 from knowledge.models import Knowledge
 from memhouse.tenancy import account_context
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 
 # States worth a vector: anything that can become retrievable without re-extraction.
-EMBEDDABLE_STATES = ("active", "provisional", "held", "needs_revalidation", "contested", "stale")
+EMBEDDABLE_STATES = tuple(sorted(lifecycle.EMBEDDABLE))
 
 
 def index_name(space: EmbeddingSpace) -> str:

@@ -220,7 +220,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
                 source={"message": locked, "excerpt": locked.text[start:end][:500]},
                 message_text=locked.text, names=name_set, said_at=locked.occurred_at)
             outcome.proposed += 1
-            if item is not None and item.state in _EMBEDDABLE:
+            if item is not None and item.state in lifecycle.EMBEDDABLE:
                 outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
         Message.objects.filter(pk=locked.pk).update(extracted_at=timezone.now())
         if embed:
@@ -228,7 +228,6 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
     return outcome
 
 
-_EMBEDDABLE = {lifecycle.ACTIVE, lifecycle.PROVISIONAL, lifecycle.HELD}
 
 
 def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> None:
@@ -342,7 +341,7 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
             outcome.proposed += 1
             if item is not None:
                 supported.add(item.pk)
-                if item.state in _EMBEDDABLE:
+                if item.state in lifecycle.EMBEDDABLE:
                     outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
         for old in previous:
             if old.pk not in supported and lifecycle.SUPERSEDED in lifecycle.EDGES[old.state]:

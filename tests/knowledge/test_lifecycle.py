@@ -259,3 +259,15 @@ def test_concurrent_transitions_on_one_row_serialise(committed_world, first, sec
         expected.append((first, second))
     assert hops == expected
     assert final == expected[-1][1]
+
+
+def test_embeddable_states_have_one_home():
+    from knowledge import lifecycle as lc
+    from retrieval import vectors
+
+    # Rows a search may return now, or once active again; never a row still in the gate
+    # and never a terminal one.
+    assert lc.EMBEDDABLE == {lc.ACTIVE, lc.PROVISIONAL, lc.HELD, lc.NEEDS_REVALIDATION,
+                             lc.CONTESTED, lc.STALE}
+    assert not lc.EMBEDDABLE & lc.TERMINAL and lc.PROPOSED not in lc.EMBEDDABLE
+    assert set(vectors.EMBEDDABLE_STATES) == lc.EMBEDDABLE
