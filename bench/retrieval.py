@@ -919,8 +919,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replot", metavar="JSON", default=None,
                     help="only redraw --plot from an existing results JSON")
     ap.add_argument("--torch-threads", type=int, default=None,
-                    help="override torch.set_num_threads in this process after the model "
-                         "loads (default: leave the embedder's own setting, os.cpu_count())")
+                    help="override the embedder's intra-op threads in this process (default: "
+                         "MEMHOUSE_EMBEDDER_THREADS, 1)")
     args = ap.parse_args(argv)
     if args.replot:
         import json
@@ -936,12 +936,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from retrieval.embedding import get_embedder
 
-    get_embedder().embed_query("load the model")
-    if args.torch_threads:
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
-    import torch
+    threads = common.embedder_threads(args.torch_threads)
 
     payload: dict[str, Any] = {
         "benchmark": "retrieval",
@@ -964,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
             "scale_warmup": args.scale_warmup,
             "others_share": args.others_share, "clusters": args.clusters,
             "noise": args.noise, "seed": args.seed, "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
+            **threads,
             "loadavg_start": os.getloadavg(),
             "server": common.server_settings(),
         },
