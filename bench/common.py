@@ -238,6 +238,29 @@ def python_peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def embedder_threads(override: int | None = None) -> dict[str, int | None]:
+    """Load the configured embedder; with `override`, set its intra-op threads (torch's
+    global setting for minilm-torch, a fresh session for the ONNX default). Returns the
+    thread counts to record: `embedder_threads`, and `torch_threads` (None without torch)."""
+    from retrieval import embedding
+
+    embedder = embedding.get_embedder()
+    if isinstance(embedder, embedding.OnnxEmbedder):
+        if override:
+            embedder = embedding.OnnxEmbedder(query_prefix=embedder.query_prefix,
+                                              num_threads=override)
+            embedding._embedder = embedder  # the process-wide embedder the engine uses
+        embedder.embed_query("load the model")
+        return {"embedder_threads": embedder.num_threads, "torch_threads": None}
+    embedder.embed_query("load the model")
+    import torch
+
+    if override:
+        torch.set_num_threads(override)
+    return {"embedder_threads": torch.get_num_threads(),
+            "torch_threads": torch.get_num_threads()}
+
+
 def server_settings() -> dict[str, str]:
     from django.db import connection
 

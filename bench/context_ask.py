@@ -695,11 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.MEMHOUSE_LLM_BASE_URL = ""
     if get_provider() is not None:
         raise SystemExit("a generation provider is configured; this benchmark is model-free")
-    get_embedder().embed_query("load the model")
-    import torch
-
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
+    threads = common.embedder_threads(args.torch_threads)
     budget = args.budget_chars or context_mod.DEFAULT_BUDGET
 
     payload: dict[str, Any] = {
@@ -727,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
             "entity_index": "none" if args.no_entity_rebuild
             else "retrieval.entities.rebuild_entities after ingest",
             "seed": args.seed, "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
+            **threads,
             "loadavg_start": os.getloadavg(),
             "server": common.server_settings(),
         },

@@ -35,22 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--db-name", default="ingest")
     ap.add_argument("--torch-threads", type=int, default=None,
-                    help="override torch.set_num_threads after the model loads (default: "
-                         "the embedder's own setting, os.cpu_count())")
+                    help="override the embedder's intra-op threads (default: "
+                         "MEMHOUSE_EMBEDDER_THREADS, 1)")
     args = ap.parse_args(argv)
 
     dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
     import logging
 
     logging.getLogger("celery").setLevel(logging.WARNING)  # one line per task otherwise
-    if args.torch_threads:
-        import torch
-
-        from retrieval.embedding import get_embedder
-
-        get_embedder().embed_documents(["load the model"])
-        torch.set_num_threads(args.torch_threads)
-    import torch
+    threads = common.embedder_threads(args.torch_threads)
 
     loadavg_start = os.getloadavg()
     convs = common.load_locomo(args.dataset, args.limit_conversations)
@@ -73,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             "embedder": _embedder_key(),
             "server": common.server_settings(),
             "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
+            **threads,
             "loadavg_start": loadavg_start,
             "loadavg_end": os.getloadavg(),
         },

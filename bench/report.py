@@ -90,13 +90,18 @@ def peer_table(r: dict[str, Any]) -> list[str]:
     return out
 
 
+def _threads(config: dict[str, Any]) -> Any:
+    """Intra-op threads of the embedder (older results recorded only torch's)."""
+    return config.get("embedder_threads", config.get("torch_threads"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ingest", default="bench/results/ingest.json",
                     help="'' (or an empty file) to leave the ingest figures out")
     ap.add_argument("--retrieval", default="bench/results/retrieval.json")
     ap.add_argument("--control", default=None,
-                    help="a second retrieval JSON (e.g. --torch-threads 1) to print too")
+                    help="a second retrieval JSON (e.g. --torch-threads 2) to print too")
     args = ap.parse_args()
     lines: list[str] = []
     if args.ingest and Path(args.ingest).is_file() and Path(args.ingest).stat().st_size:
@@ -107,7 +112,7 @@ def main() -> int:
                   f"**{i['messages_per_second']} messages/s** through the whole pipeline "
                   f"(1-min load average {_la(i['config'].get('loadavg_start'))} -> "
                   f"{_la(i['config'].get('loadavg_end'))} on {i['config']['cpu_count']} cores, "
-                  f"torch threads {i['config'].get('torch_threads')})",
+                  f"embedder threads {_threads(i['config'])})",
                   f"- knowledge by state: {i['knowledge_by_state']}; claims per turn "
                   f"{i['claims_per_turn']}, active per turn {i['active_per_turn']}",
                   f"- peak RSS: benchmark process {i['python_peak_rss_mb']} MB; PostgreSQL "
@@ -139,8 +144,8 @@ def main() -> int:
             lines.append("")
     if args.control and Path(args.control).exists():
         c = json.loads(Path(args.control).read_text())
-        lines += recall_table(c, f"Control run (`{args.control}`, torch threads "
-                                 f"{c['config'].get('torch_threads')})")
+        lines += recall_table(c, f"Control run (`{args.control}`, embedder threads "
+                                 f"{_threads(c['config'])})")
     print("\n".join(lines))
     return 0
 

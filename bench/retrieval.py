@@ -1182,8 +1182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replot", metavar="JSON", default=None,
                     help="only redraw --plot from an existing results JSON")
     ap.add_argument("--torch-threads", type=int, default=None,
-                    help="override torch.set_num_threads in this process after the model "
-                         "loads (default: leave the embedder's own setting, os.cpu_count())")
+                    help="override the embedder's intra-op threads in this process (default: "
+                         "MEMHOUSE_EMBEDDER_THREADS, 1)")
     args = ap.parse_args(argv)
     if args.cv and (args.skip_locomo or (args.limit_conversations or 2) < 2):
         ap.error("--cv needs the LoCoMo part and at least 2 conversations")
@@ -1201,12 +1201,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from retrieval.embedding import get_embedder
 
-    get_embedder().embed_query("load the model")
-    if args.torch_threads:
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
-    import torch
+    threads = common.embedder_threads(args.torch_threads)
 
     payload: dict[str, Any] = {
         "benchmark": "retrieval",
@@ -1229,7 +1224,7 @@ def main(argv: list[str] | None = None) -> int:
             "scale_warmup": args.scale_warmup,
             "others_share": args.others_share, "clusters": args.clusters,
             "noise": args.noise, "seed": args.seed, "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
+            **threads,
             "loadavg_start": os.getloadavg(),
             "server": common.server_settings(),
         },

@@ -237,10 +237,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 
 # --- Models (optional) ----------------------------------------------------------------
-MEMHOUSE_EMBEDDER = env_str("MEMHOUSE_EMBEDDER", "minilm")
+# minilm-onnx: int8 MiniLM on onnxruntime (no torch); minilm-torch: the fp32 model through
+# sentence-transformers, needs `pip install 'memhouse[torch]'`. A switch is a new vector
+# space: `manage.py reembed` moves the stored statements into it.
+MEMHOUSE_EMBEDDER = env_str("MEMHOUSE_EMBEDDER", "minilm-onnx")
 MEMHOUSE_EMBEDDING_QUERY_PREFIX = env_str("MEMHOUSE_EMBEDDING_QUERY_PREFIX", "")
-# One intra-op thread: a 10-word query is too small to split, and with several requests
-# and strategy threads in flight more threads only contend (measured in bench/README.md).
+# One intra-op thread (onnxruntime or torch): a 10-word query is too small to split, and
+# with several requests and strategy threads in flight more threads only contend.
 MEMHOUSE_EMBEDDER_THREADS = env_int("MEMHOUSE_EMBEDDER_THREADS", 1, minimum=1)
 MEMHOUSE_QUERY_CACHE_SIZE = env_int("MEMHOUSE_QUERY_CACHE_SIZE", 1024, minimum=0)
 MEMHOUSE_LLM_BASE_URL = env_str("MEMHOUSE_LLM_BASE_URL", "")

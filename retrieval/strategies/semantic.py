@@ -2,11 +2,14 @@
 
 Only vectors of the query's space are read (the per-space partial HNSW index), and the
 visibility filters sit inside the query; pgvector's iterative index scan keeps reading
-the index until `limit` visible rows are found.
+the index until `limit` visible rows are found. An Account whose vectors all lie in
+another space (the embedder changed, `manage.py reembed` not run yet) gets no silent
+empty list: the strategy is not applicable with reason `needs_reembed`.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -42,16 +45,36 @@ def _search(ctx: StrategyContext, limit: int, lane: str | None) -> list[tuple[st
     return sorted(((kid, float(d)) for kid, d in rows), key=lambda r: (r[1], r[0]))
 
 
+def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:
+    """The Account has vectors, none of them in `space_id` (None: a space never created)."""
+    rows = fetch("SELECT EXISTS (SELECT 1 FROM memhouse_knowledge_vector WHERE account_id = %s"
+                 " AND space_id IS DISTINCT FROM %s) AND NOT EXISTS (SELECT 1 FROM"
+                 " memhouse_knowledge_vector WHERE account_id = %s AND space_id = %s)",
+                 [account_id, space_id, account_id, space_id])
+    return bool(rows[0][0])
+
+
 def run(ctx: StrategyContext) -> StrategyResult:
+    result, space_id = _run(ctx)
+    # Checked only on an empty answer (rare and cheap): vectors of an old space are never
+    # compared with this query, and the caller learns why semantic found nothing.
+    if (result.applicable and not result.candidates and ctx.query.strip()
+            and awaits_reembed(ctx.reader.account_id, space_id)):
+        result.applicable, result.reason = False, "needs_reembed"
+    return result
+
+
+def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
     result = StrategyResult(NAME)
     if ctx.query_vector is None and ctx.query.strip() and "vectorize" in ctx.options:
         space_id, vector = ctx.options["vectorize"]()
         if space_id is None:
-            return result  # nothing has been embedded in this identity yet: empty, not hidden
+            # Nothing has been embedded in this identity yet: empty, not hidden.
+            return result, None
         ctx = replace(ctx, query_vector=tuple(vector), space_id=space_id)
     if ctx.query_vector is None or ctx.space_id is None or not ctx.query.strip():
         result.applicable, result.reason = False, "applicability"
-        return result
+        return result, None
     ef = max(40, min(1000, ctx.limit * 2))
     with connection.cursor() as cur:
         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
@@ -74,8 +97,8 @@ def run(ctx: StrategyContext) -> StrategyResult:
             result.details[kid] = {"lane": lane, "lane_rank": lane_rank,
                                    "operation": "derived" if lane == "derived" else "direct",
                                    "cosine_distance": round(distance, 6)}
-        return result
+        return result, ctx.space_id
     for kid, distance in _search(ctx, ctx.limit, None):
         result.candidates.append((kid, 1.0 - distance))
         result.details[kid] = {"cosine_distance": round(distance, 6)}
-    return result
+    return result, ctx.space_id

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from knowledge.lifecycle import transition
 from memhouse.tenancy import account_context
@@ -36,3 +36,70 @@ def test_reembed_fills_the_current_space_and_can_drop_others(committed_world, ca
     assert "embedded 0 statements" in capsys.readouterr().out  # idempotent
     with account_context(w.account.id):
         assert not KnowledgeVector.objects.filter(space=old).exists()
+
+
+def _semantic_search(w, query: str):
+    from dataclasses import replace
+
+    from memhouse.principal import internal_reader
+    from retrieval import engine
+    from retrieval.profiles import BASE_PROFILES
+
+    profile = replace(BASE_PROFILES["balanced"], strategies=("semantic",),
+                      weights={"semantic": 1.0}, deadline_ms=5000)
+    with account_context(w.account.id):
+        return engine.search(reader=internal_reader(w.account.id), scope=w.scope, query=query,
+                             profile=profile, limit=5)
+
+
+def test_vectors_of_the_old_embedder_are_never_mixed_in_and_reembed_is_reported(
+    committed_world, capsys
+):
+    """An upgraded deployment: its statements have vectors only in the space of the previous
+    default embedder (sentence-transformers, fp32). Those vectors are the current model's
+    own vectors of the statements, so a search that compared across spaces would find
+    them at once; it must not. Semantic says `needs_reembed`, `reembed --check` fails,
+    and after `reembed` semantic search finds the statement in the new space."""
+    w = committed_world
+    embedder = get_embedder()
+    assert embedder.identity.provider == "onnx"  # the default embedder
+    statements = ("Alice plays the oboe in a jazz band.", "Alice lives in Lyon.")
+    with account_context(w.account.id):
+        items = [KnowledgeFactory(world=w, statement=s) for s in statements]
+        for item in items:
+            transition(item, "active", actor="system:test", reason="f4_gate_a_b_accepted")
+        legacy = EmbeddingSpace.objects.create(
+            provider="sentence-transformers", model="all-MiniLM-L6-v2",
+            version="0.1.0+a7e3cfe241dd", dims=384)
+        for item, vector in zip(items, embedder.embed_documents(statements), strict=True):
+            KnowledgeVector.objects.create(account=w.account, knowledge=item, space=legacy,
+                                           embedding=vector)
+
+    res = _semantic_search(w, "Who plays the oboe?")
+    assert res.candidates == []
+    assert res.strategies["not_applicable"] == ["semantic"]
+    assert res.retrieval_outcomes == [{"strategy": "semantic", "outcome": "not_applicable",
+                                       "reason_class": "needs_reembed"}]
+    with pytest.raises(CommandError, match=r"2 statements need `manage\.py reembed`"):
+        call_command("reembed", check=True)
+    assert "2 statements without a vector in onnx/" in capsys.readouterr().out
+    with account_context(w.account.id):  # --check wrote nothing, not even the space
+        assert not EmbeddingSpace.objects.filter(provider="onnx").exists()
+
+    call_command("reembed", no_progress=True)
+    call_command("reembed", check=True)
+    assert "every statement has a vector in onnx/" in capsys.readouterr().out
+    res = _semantic_search(w, "Who plays the oboe?")
+    assert res.candidates[0]["id"] == str(items[0].id)
+    assert res.strategies["contributed"] == ["semantic"] and res.retrieval_outcomes == []
+    ident = embedder.identity
+    with account_context(w.account.id):
+        current = EmbeddingSpace.objects.get(provider=ident.provider, version=ident.version)
+        assert KnowledgeVector.objects.filter(space=current).count() == 2
+        assert KnowledgeVector.objects.filter(space=legacy).count() == 2  # kept, not reused
+
+
+def test_an_account_with_no_vectors_at_all_is_not_told_to_reembed(committed_world):
+    # Nothing embedded anywhere (a new deployment): semantic is empty, not "needs_reembed".
+    res = _semantic_search(committed_world, "Who plays the oboe?")
+    assert res.strategies["empty"] == ["semantic"] and res.retrieval_outcomes == []

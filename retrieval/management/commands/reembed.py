@@ -15,13 +15,17 @@ from retrieval.vectors import EMBEDDABLE_STATES, embed_knowledge, space_ensure
 class Command(BaseCommand):
     help = ("The explicit re-embed path: embed every statement that has no vector in the "
             "configured embedder's space (a space mismatch never reuses vectors). "
-            "--drop-other-spaces removes vectors of every other space afterwards.")
+            "--drop-other-spaces removes vectors of every other space afterwards; --check "
+            "only reports, and fails while statements wait for a vector.")
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--account", help="only this Account id")
         parser.add_argument("--batch-size", type=int, default=128)
         parser.add_argument("--drop-other-spaces", action="store_true")
         parser.add_argument("--no-progress", action="store_true")
+        parser.add_argument("--check", action="store_true",
+                            help="report per Account, embed nothing, exit non-zero when "
+                                 "statements have no vector in the configured space")
 
     def handle(self, *args: Any, **options: Any) -> None:
         embedder = get_embedder()
@@ -30,6 +34,9 @@ class Command(BaseCommand):
             ids = [i for i in ids if str(i) == options["account"]]
             if not ids:
                 raise CommandError(f"no Account {options['account']}")
+        if options["check"]:
+            self._check(embedder.identity, ids)
+            return
         size = max(1, options["batch_size"])
         total = 0
         for account_id in ids:
@@ -51,3 +58,25 @@ class Command(BaseCommand):
                     dropped, _ = KnowledgeVector.objects.filter(space__in=others).delete()
                 self.stdout.write(f"{account_id}: dropped {dropped} vectors of other spaces")
         self.stdout.write(f"embedded {total} statements into {space}")
+
+    def _check(self, identity: Any, ids: list[Any]) -> None:
+        """Report without writing: not even the space row or its index is created."""
+        waiting = 0
+        for account_id in ids:
+            with account_context(account_id):
+                space = EmbeddingSpace.objects.filter(
+                    provider=identity.provider, model=identity.model,
+                    version=identity.version, dims=identity.dims).first()
+                todo = Knowledge.objects.filter(state__in=EMBEDDABLE_STATES)
+                if space is not None:
+                    todo = todo.exclude(vectors__space=space)
+                missing = todo.count()
+                other = KnowledgeVector.objects.exclude(space=space).count() if space \
+                    else KnowledgeVector.objects.count()
+            waiting += missing
+            self.stdout.write(f"{account_id}: {missing} statements without a vector in "
+                              f"{identity.key}; {other} vectors in other spaces")
+        if waiting:
+            raise CommandError(f"{waiting} statements need `manage.py reembed` "
+                               f"(semantic search reads only {identity.key})")
+        self.stdout.write(f"every statement has a vector in {identity.key}")
