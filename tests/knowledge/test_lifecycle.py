@@ -267,7 +267,8 @@ def test_embeddable_states_have_one_home():
 
     # Rows a search may return now, or once active again; never a row still in the gate
     # and never a terminal one.
-    assert lc.EMBEDDABLE == {lc.ACTIVE, lc.PROVISIONAL, lc.HELD, lc.NEEDS_REVALIDATION,
-                             lc.CONTESTED, lc.STALE}
+    expected = {lc.ACTIVE, lc.PROVISIONAL, lc.HELD, lc.NEEDS_REVALIDATION, lc.CONTESTED,
+                lc.STALE}
+    assert expected == lc.EMBEDDABLE
     assert not lc.EMBEDDABLE & lc.TERMINAL and lc.PROPOSED not in lc.EMBEDDABLE
     assert set(vectors.EMBEDDABLE_STATES) == lc.EMBEDDABLE
