@@ -292,6 +292,10 @@ MEMHOUSE_ARCHIVE_KEY = env_str("MEMHOUSE_ARCHIVE_KEY", "")
 MEMHOUSE_ARCHIVE_MAX_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_BYTES", 8 << 30, minimum=1 << 20)
 MEMHOUSE_ARCHIVE_MAX_ROW_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_ROW_BYTES", 64 << 20,
                                          minimum=1 << 16)
+# Whole-deployment backup and restore (governance/backup.py) run pg_dump/pg_restore as a
+# role that bypasses row-level security; with DATABASE_URL this URL names it (the
+# embedded server uses its own superuser).
+MEMHOUSE_BACKUP_DATABASE_URL = env_str("MEMHOUSE_BACKUP_DATABASE_URL", "")
 
 # --- Static, i18n, logging ------------------------------------------------------------
 STATIC_URL = "static/"
