@@ -605,3 +605,48 @@ def rrf(lists: list[list[str]], k: int = 60) -> list[str]:
             best[doc] = min(best.get(doc, rank), rank)
             order.setdefault(doc, len(order))
     return sorted(score, key=lambda d: (-score[d], best[d], order[d]))
+
+
+# ---------------------------------------------------------------------------------------
+# Lifecycle report: final state distribution and transition counts (issue 19 item 6)
+# ---------------------------------------------------------------------------------------
+
+from collections.abc import Iterable  # noqa: E402  (this section is appended)
+
+
+def lifecycle_summary(states: Iterable[str],
+                      transitions: Iterable[tuple[str | None, str, str]]) -> dict[str, Any]:
+    """Pure: the final state distribution of `states` (every lifecycle state listed, in
+    the model's order, zeros included, so runs compare key by key; shares of the total)
+    and the transitions counted per (from, to, reason), most frequent first. `from` is
+    None for a statement's creation event."""
+    from knowledge.lifecycle import STATES
+
+    counted = Counter(states)
+    known = list(STATES)
+    distribution = {s: counted.get(s, 0) for s in known}
+    distribution.update({s: n for s, n in counted.items() if s not in distribution})
+    total = sum(distribution.values())
+    edges = Counter((f, t, r) for f, t, r in transitions)
+    return {
+        "statements": total,
+        "final_state_distribution": distribution,
+        "final_state_share": {s: round(n / total, 4) if total else 0.0
+                              for s, n in distribution.items()},
+        "transition_total": sum(edges.values()),
+        "transitions": [{"from": f, "to": t, "reason": r, "count": n}
+                        for (f, t, r), n in sorted(edges.items(), key=lambda e: (
+                            -e[1], e[0][0] or "", e[0][1], e[0][2]))],
+    }
+
+
+def lifecycle_report(account_id: Any) -> dict[str, Any]:
+    """The Account's internal lifecycle picture for bench outputs: every statement's final
+    state and every LifecycleEvent (from_state -> to_state with its reason)."""
+    from knowledge.models import Knowledge, LifecycleEvent
+    from memhouse.tenancy import account_context
+
+    with account_context(account_id):
+        states = list(Knowledge.objects.values_list("state", flat=True))
+        events = list(LifecycleEvent.objects.values_list("from_state", "to_state", "reason"))
+    return lifecycle_summary(states, events)

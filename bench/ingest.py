@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_start = os.getloadavg()
     convs = common.load_locomo(args.dataset, args.limit_conversations)
     common.log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
-    _account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size)
+    account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size)
     from django.conf import settings
 
     payload = {
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         "conversations": [c.sample_id for c in convs],
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **stats,
+        "lifecycle": common.lifecycle_report(account_id),
         "config": {
             "database": dbname,
             "kept_database": args.keep_db,

@@ -789,6 +789,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "valid_kept_rate", "junk_by_category",
                                        "keep_by_category", "updates", "updates_all_cases",
                                        "updates_by_case", "updates_by_cue")},
+            "lifecycle": common.lifecycle_report(account_id),
             "failures": fails,
             "ingest_errors": ingest_errors,
             "messages": msg_results,
