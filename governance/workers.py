@@ -29,6 +29,7 @@ from governance.services import close_open_work, request_revalidation
 from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation
+from knowledge.prompts import prompt_identity
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
@@ -301,6 +302,12 @@ DEDUCTION_SYSTEM = (
     "refs (S1, S2, ...) in `contributors`. Write each statement in the third person, "
     "using the person's name."
 )
+# The prompt's version: bump it with any change to the system text or the schema. Only
+# its digest is stored on deductions (knowledge.prompts), so it stays private.
+DEDUCTION_PROMPT_VERSION = "deduction_v1"
+DEDUCTION_PROMPT_IDENTITY = prompt_identity(
+    "reasoning_synthesis", version=DEDUCTION_PROMPT_VERSION, system=DEDUCTION_SYSTEM,
+    schema=DEDUCTION_SCHEMA)
 MAX_CONTRIBUTORS = 20
 _SENSITIVITY_ORDER = ["public", "internal", "personal", "restricted"]
 
@@ -398,6 +405,7 @@ def _write_deductions(account_id: uuid.UUID | str, group: _Group, answer: dict[s
                 scope=contributors[0].scope, subject_peer=subject, actor=DEDUCTION,
                 kind=proposal["kind"], level=Knowledge.Level.PEER, confidence=confidence,
                 sensitivity=sensitivity, extractor="deduction",
+                prompt_identity=DEDUCTION_PROMPT_IDENTITY,
                 sources=[{**origin, "excerpt": ""} for origin in sources.values()])
             for c in contributors:
                 Relation.objects.get_or_create(account_id=item.account_id, source=item,
@@ -440,7 +448,8 @@ def _deduce_groups(account_id: uuid.UUID | str, provider: Any, result: Deduction
             connection.close()  # no connection is held across a model call
         try:
             answer = provider.complete_json(system=DEDUCTION_SYSTEM, user=_prompt(group),
-                                            schema=DEDUCTION_SCHEMA, schema_name="deduction_v1")
+                                            schema=DEDUCTION_SCHEMA,
+                                            schema_name=DEDUCTION_PROMPT_VERSION)
         except ProviderError as exc:
             log.warning("deduction for one group failed (%s); it will be retried", exc.kind)
             result.failed += 1

@@ -303,6 +303,10 @@ class Knowledge(AccountOwned):
     proposed_by = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="knowledge_proposed")
     extractor = models.CharField(max_length=40, blank=True)
+    # Model-derived statements: the durable identity of the prompt that produced them
+    # (knowledge.prompts; operation + digest, never the version string). Not returned by
+    # any API; lineage reads the typed operation from it.
+    prompt_identity = models.CharField(max_length=100, blank=True, default="")
     # Watermark for derived projections; bumped by every transition.
     updated_at = models.DateTimeField(default=timezone.now)
 

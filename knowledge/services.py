@@ -192,7 +192,8 @@ def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
                       revalidate_after: datetime | None = None,
                       expires_at: datetime | None = None, proposed_by: Peer | None = None,
                       extractor: str = "", sources: list[dict[str, Any]] | None = None,
-                      state: str = lifecycle.INITIAL_STATE) -> Knowledge:
+                      state: str = lifecycle.INITIAL_STATE,
+                      prompt_identity: str = "") -> Knowledge:
     """Create one proposed statement with its provenance. Any other start state is refused."""
     if state != lifecycle.INITIAL_STATE:
         raise lifecycle.TransitionError(f"knowledge starts as {lifecycle.INITIAL_STATE}")
@@ -204,7 +205,7 @@ def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
         kind=kind, level=level, confidence=confidence, sensitivity=sensitivity,
         relevant_from=relevant_from, relevant_until=relevant_until,
         revalidate_after=revalidate_after, expires_at=expires_at, proposed_by=proposed_by,
-        extractor=extractor,
+        extractor=extractor, prompt_identity=prompt_identity,
     )
     for src in sources or []:
         KnowledgeSource.objects.create(account_id=account_id, knowledge=item, **src)

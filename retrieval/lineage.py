@@ -20,8 +20,9 @@ directions (`knowledge.models.Relation`, plus the `supersedes` link of an edited
 * Stable order (sources by creation, then outgoing and incoming relations by type,
   creation, id), breadth first; a node seen twice gets an edge, not a second visit, so
   cycles terminate.
-* A node reports its typed `operation` (a deduction is `reasoning_synthesis`), never the
-  extractor string, prompt version or any rationale.
+* A node reports its typed `operation` (a deduction is `reasoning_synthesis`, read from
+  its durable prompt identity, knowledge.prompts), never the extractor string, the prompt
+  identity, its version or any rationale.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from django.utils import timezone
 
 from knowledge import lifecycle
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Relation
+from knowledge.prompts import operation_of
 from knowledge.selectors import sensitivity_q, visible_knowledge
 from memhouse.errors import NotFound
 from memhouse.principal import Reader
@@ -48,7 +50,12 @@ EXCERPT_CHARS = 500
 
 
 def operation(k: Knowledge) -> str:
-    """The typed operation that produced a statement (never the extractor id itself)."""
+    """The typed operation that produced a statement (never the extractor id itself).
+    A model-derived statement's durable prompt identity names it; rows from before
+    identities were recorded fall back to their extractor."""
+    typed = operation_of(k.prompt_identity)
+    if typed is not None:
+        return typed
     if k.extractor == "deduction":
         return "reasoning_synthesis"
     if k.extractor == "consolidation":

@@ -90,6 +90,14 @@ class AskApi(APIView):
 
 
 class LineageApi(APIView):
+    """Provenance (source messages and document versions), typed relations and supersession
+    around one statement, bounded by `depth`, `fan_out` and `max_nodes`; rows the reader may
+    not see are opaque `hidden`/`missing` references. Each knowledge node names the typed
+    `operation` that produced it: `extraction`, `document_extraction`, `consolidation`, or
+    `reasoning_synthesis` for a deduction, read from the durable prompt identity the
+    deduction was written with (a digest of the prompt's version, text and schema). The
+    identity and the prompt's version string stay private: neither is ever returned."""
+
     class InputSerializer(serializers.Serializer):
         knowledge_id = serializers.UUIDField()
         peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
