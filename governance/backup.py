@@ -324,9 +324,18 @@ def _unknown_migrations(manifest: dict[str, Any]) -> list[str]:
 
 def target_data(tgt: Target) -> list[str]:
     """Tables of the target that hold rows (bookkeeping a fresh migrate fills excepted)."""
+    from psycopg import sql
+
+    holding = []
     with tgt.connect() as conn, conn.cursor() as cur:
-        return [t for t in _public_tables(cur)
-                if t not in _BOOKKEEPING and _count(cur, t) > 0]
+        for table in _public_tables(cur):
+            if table in _BOOKKEEPING:
+                continue
+            cur.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(
+                sql.Identifier(table)))
+            if cur.fetchone()[0]:
+                holding.append(table)
+    return holding
 
 
 @dataclass
@@ -358,6 +367,10 @@ def restore_backup(src_dir: str | Path, *, force: bool = False, progress: Progre
         raise BackupError("the backup was taken by a newer MemHouse (migrations this code "
                           f"does not have: {', '.join(unknown[:5])}); upgrade first")
     tgt = target(alias)
+    if manifest.get("app_role") != tgt.app_role:
+        raise BackupError(f"the backup's tables belong to role {manifest.get('app_role')!r}, "
+                          f"this deployment connects as {tgt.app_role!r}; restore with the "
+                          f"same application role")
     holding = target_data(tgt)
     if holding and not force:
         raise BackupError(f"database {tgt.dbname} is not empty ({len(holding)} tables hold "
