@@ -13,7 +13,7 @@ turns per second. Per turn it:
    greetings, thanks and filler ("Hey Mel!", "Thanks!", "lol", "Wow, that's great!"),
    imperatives, conditionals ("If I win..."), clauses about "you" unless the listener is
    named in the sentence (vocative "Mel, you..." or "Thanks, Mel! You...") or known from
-   the conversation (step 10, which also keeps advice to that listener), and clauses
+   the conversation (step 10), and clauses
    with fewer than two content words besides the subject (one is enough after a copula:
    "I'm vegan"). Evaluative and emotional fluff ("great", "so excited") is not content. A
    clause whose subject is an unresolved pronoun is not dropped but reported (step 9).
@@ -36,10 +36,10 @@ turns per second. Per turn it:
    engaged, dating, divorced, works with) -> preference (like, love, enjoy, hate, prefer,
    favorite, fan of, into, keen on) -> skill (can + skill verb, know how to, good at,
    learned to, skilled, fluent) -> event (a past action: irregular or -ed past, "was
-   <verb>ing", present perfect, "had <noun>"; or a future plan that has a date) ->
+   <verb>ing", present perfect, "had <noun>") ->
    relation nouns (my sister, our kids, have two kids) -> fact. Stative pasts (felt,
-   thought, knew, wanted) are facts. A date never changes the kind, except that it is what
-   turns a future plan into an event.
+   thought, knew, wanted) are facts. A date never changes the kind: a plan is a fact
+   ("I'm moving to Lisbon next month" and "I'm moving to Lisbon" alike).
 5. **Valid time**. Relative expressions are resolved against ``occurred_at`` in its own time
    zone into half-open windows ``[relevant_from, relevant_until)`` and removed from the
    statement: yesterday, today, tonight (18:00-06:00), this morning (06:00-12:00), this
@@ -94,17 +94,20 @@ turns per second. Per turn it:
    message speaks to when the conversation leaves no doubt (the pipeline sets it for a
    two-party session). A vocative in the text still wins; otherwise an unnamed "you" is
    that peer, named by their fullest known name ("I got this pup for you" -> "Joanna got
-   this pup for Nate"; "You are a great friend" -> a claim about Nate, which Gate B makes
-   provisional as any claim about someone else). Advice to that listener, named or known
-   from the conversation, is what the speaker told them, with report confidence and the
-   speaker as subject: an imperative ("Make sure you watch other people's videos first"
-   -> "Joanna told Nate: make sure Nate watches other people's videos first") or "you"
-   with should/could/can/need to/have to ("You should join me on the trails" -> "Joanna
-   told Nate: Nate should join Joanna on the trails"). A suggestion is no fact about the
-   listener, so it is not sent to them as one to confirm. Sign-offs ("Take care, talk
-   soon", "Keep it up", "Check it out"), imperatives with fewer than three content words
-   ("Stay safe"), epistemic "you must ..." and an opening with the speaker's own elided
-   "I" ("Don't feel like I'm ...") are still dropped.
+   this pup for Nate"; "You are moving to Denver" -> a claim about Nate, which Gate B makes
+   provisional as any claim about someone else). Not kept, because they say what the
+   speaker wants or thinks of the listener, not what is true of anyone: advice and
+   requests (an imperative, "you should/could/need to ...", "..., so ping me"),
+   evaluations of the listener ("You're a lifesaver", "you are such a great painter";
+   "you're moving", "you're in Berlin" stay) and reactions to what was shown ("That
+   setup looks nice").
+11. **Documents** (``document_statements``): a sentence (no break after "St.", "Dr.") is
+   one claim per predicate of its subject ("X leads A and mentors B" gives two), with
+   valid time from its frame dates, relative dates rewritten or removed as in step 5,
+   absolute dates kept in the text, and kind by meaning; boilerplate ("Table of
+   contents", "Thank you for reading") gives none. Bare weekdays and days of the month
+   ("on Saturday", "until the 5th") point back in a past-tense clause and ahead
+   otherwise; "from X to Y" is one window.
 """
 
 from __future__ import annotations
@@ -120,9 +123,12 @@ from knowledge.ingest.extraction import ExtractedClaim, ObservedMessage, validat
 
 __all__ = [
     "RELATIVE_DATE_EXPRESSIONS",
+    "DocumentStatement",
     "RuleBasedExtractor",
     "classify_sensitivity",
+    "document_statements",
     "resolve_relative_date",
+    "sentence_spans",
     "strip_relative_dates",
 ]
 
@@ -169,6 +175,9 @@ _REL_BODY = rf"""
  |in\s+(?P<innum>{_NUM})\s+(?P<inunit>{_UNIT})(?:'?\s*time)?
  |(?P<vague>recently|lately|the\s+other\s+day|a\s+while\s+(?:ago|back)|some\s+time\s+ago
      |not\s+(?:too\s+|that\s+)?long\s+ago)
+ |(?P<wdon>on\s+)?(?P<wd>{_WEEKDAY})(?!s)
+ |(?P<ordon>on\s+)?the\s+(?P<ord>3[01]|[12]\d|[1-9])(?:st|nd|rd|th)
+     (?=\s*(?:[,.;:!?)]|$)|\s+(?:for|and|at|to|in|with|so|but|because|when|or|then|instead)\b)
 )
 """
 _REL = re.compile(rf"\b{_REL_BODY}(?:(?P<poss>'s)\b|\b(?!'))", re.I | re.X)
@@ -304,9 +313,29 @@ def _shift_unit(local: datetime, unit: str, n: int, span: int = 1) -> _Window:
     return window if span == 1 else _Window(window.start, window.end, "span")
 
 
-def _relative_window(match: re.Match[str], local: datetime) -> _Window:
+def _relative_window(match: re.Match[str], local: datetime, future: bool = False) -> _Window:
+    """The window of one relative expression; ``future`` says which way a bare weekday or
+    day of the month points ("on Saturday" in "we adopted a cat on Saturday" is the last
+    one, in "the party is on Saturday" the next one)."""
     tz = local.tzinfo
     today = local.date()
+    weekday = match.group("wd")
+    if weekday:
+        wd = _WEEKDAYS.index(weekday.lower())
+        if future:
+            return _day_window(today + timedelta(days=(wd - today.weekday()) % 7 or 7), tz)
+        return _day_window(today - timedelta(days=(today.weekday() - wd) % 7 or 7), tz)
+    ordinal = match.group("ord")
+    if ordinal:  # "on the 21st": this month's, else the next (or last) month's
+        day = int(ordinal)
+        for step in ((0, 1, 2) if future else (0, -1, -2)):
+            y, m = _shift_month(today.year, today.month, step)
+            if day > _days_in_month(y, m):
+                continue
+            candidate = date(y, m, day)
+            if (future and candidate >= today) or (not future and candidate <= today):
+                return _day_window(candidate, tz)
+        return _Window(None, None, "none")
     monday = today - timedelta(days=today.weekday())
     fixed = match.group("fixed")
     if fixed:
@@ -595,8 +624,15 @@ def _safe_window(build: Callable[..., _Window | None], *args: Any) -> _Window | 
 def _find_dates(text: str, local: datetime) -> list[_DateHit]:
     hits: list[_DateHit] = []
     taken: list[tuple[int, int]] = []
+    ahead = _points_ahead(text)
     for match in _REL.finditer(text):
-        window = _safe_window(_relative_window, match, local)
+        if (match.group("wd") or match.group("ord")) and not (
+                match.group("prefix") or match.group("wdon") or match.group("ordon")):
+            continue  # "Saturday Night Live", "the 3rd" of a list: no date without on/until
+        prefix_word = (match.group("prefix") or "").lower()
+        future = prefix_word in ("until", "till", "through") or (
+            prefix_word not in ("since", "from") and ahead)
+        window = _safe_window(_relative_window, match, local, future)
         if window is None:
             continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
@@ -630,8 +666,10 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
                 continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         value = not claim and _value_date(text, match.start(), prefix_key)
-        if prefix_key in ("since", "from"):
+        if prefix_key == "since":
             tense_future = False
+        elif prefix_key == "from":  # "from April 1st to June 30th" in an announcement
+            tense_future = _points_ahead(text)
         elif prefix_key in ("until", "till", "by") or value:
             tense_future = True  # a schedule's date lies ahead
         else:
@@ -642,7 +680,59 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         hits.append(_DateHit(match.start(), match.end(), absolute_window, prefix_key,
                              claim or value, None, value))
     hits.sort(key=lambda hit: hit.start)
-    return hits
+    return _join_ranges(text, hits)
+
+
+_RANGE_LINK = re.compile(r"\s*(?:to|until|till|through|thru|and|-|\u2013)\s*(?:the\s+)?", re.I)
+_RANGE_START = re.compile(r"\b(?:from|between)\s+(?:the\s+)?$", re.I)
+
+
+def _join_ranges(text: str, hits: list[_DateHit]) -> list[_DateHit]:
+    """"From April 1st to June 30th", "between May 3 and May 9": one window from the start
+    of the first date to the end of the second, instead of two dates."""
+    out: list[_DateHit] = []
+    for hit in hits:
+        prev = out[-1] if out else None
+        if (prev is not None and not prev.part_of_claim and not hit.part_of_claim
+                and (prev.prefix in ("from", "between")
+                     or _RANGE_START.search(text, 0, prev.start))
+                and _RANGE_LINK.fullmatch(text, prev.end, hit.start)
+                and prev.window.start is not None and hit.window.end is not None):
+            end = hit.window.end
+            if end <= prev.window.start:  # the second date's year was guessed backwards
+                try:
+                    end = end.replace(year=end.year + 1)
+                except ValueError:
+                    out.append(hit)
+                    continue
+                if end <= prev.window.start:
+                    out.append(hit)
+                    continue
+            start = prev.start
+            lead = _RANGE_START.search(text, 0, prev.start)
+            if lead is not None:
+                start = lead.start()
+            out[-1] = _DateHit(start, hit.end, _Window(prev.window.start, end, "span"),
+                               None, False, None)
+            continue
+        out.append(hit)
+    return out
+
+
+_PAST_AUX = frozenset({"was", "were", "did", "had", "didn't", "wasn't", "weren't", "hadn't"})
+
+
+def _points_ahead(text: str) -> bool:
+    """Whether a clause speaks about what is ahead: a future marker or a progressive
+    ("I'm flying out"), or no past tense at all ("the party is on Friday", "let's meet on
+    the 27th"); a past verb ("we adopted a cat on Saturday") points back."""
+    if _FUTURE.search(text) or _PROGRESSIVE.search(text):
+        return True
+    for word in _WORD_SPLIT.split(text.lower()):
+        if word in _PAST_AUX or (word in _IRREGULAR_PAST and word not in _VERB_BASES) or (
+                _is_regular_past(word) and word not in _ED_ADJECTIVES):
+            return False
+    return True
 
 
 def _value_date(text: str, start: int, prefix: str | None) -> bool:
@@ -828,7 +918,7 @@ _PREFERENCE_PHRASE = re.compile(
     r"|can't\s+stand|fond\s+of|can\s+not\s+get\s+enough|can't\s+get\s+enough)\b"
 )
 _SKILL = re.compile(
-    r"\b(?:can|could)\s+(?:(?:really|also|actually|now|even|still|totally)\s+)?(?:speak|play|cook"
+    r"\b(?:can|could)\s+(?:(?:really|also|actually|now|even|still|totally|already)\s+)?(?:speak|play|cook"
     r"|bake|swim|code|program|drive|dance|sing|paint|draw|write|knit|sew|ski|snowboard|surf"
     r"|skate|fix|repair|build|run|ride|climb|design|edit|translate|juggle|type|read)\b"
     r"|\bknows?\s+how\s+to\b|\bknew\s+how\s+to\b"
@@ -842,7 +932,7 @@ _SKILL = re.compile(
 )
 
 _RESTRICTED_I = re.compile(
-    r"\b(?:pass(?:word|code|phrase)s?|pin\s+(?:code|number)|my\s+pin|social\s+security"
+    r"\b(?:pass(?:word|code|phrase)s?(?!\s+managers?\b)|pin\s+(?:code|number)|my\s+pin|social\s+security"
     r"|passport\s+(?:number|no\b|#)|(?:credit|debit)\s+card\s+(?:number|no\b|details|#)"
     r"|card\s+number|cvv|cvc|security\s+code|(?:bank\s+)?account\s+(?:number|no\b|#)"
     r"|routing\s+number|sort\s+code|iban|swift\s+code|api\s+(?:key|token)|secret\s+key"
@@ -943,15 +1033,16 @@ _INTERJECTIONS = (
     r"|a\s+different|a\s+side|a\s+related|that|a\s+brighter|a\s+lighter)\s+note|speaking\s+of"
     r"\s+which|also|plus|and|but|so|honestly|actually|seriously|basically|guess\s+what"
     r"|believe\s+it\s+or\s+not|funny\s+enough|fun\s+fact|to\s+be\s+honest|tbh|in\s+fact"
-    r"|you\s+know\s+what|you\s+know|then|still|now|oh\s+yeah|oh\s+my\s+god|gosh|geez"
+    r"|you\s+know\s+what|you\s+know|then|still|now|oh\s+yeah|oh\s+my\s+god|gosh|geez|ha+"
+    r"|fyi|fair\s+enough"
 )
 _PUNCT_INTERJECTIONS = (
     r"great|awesome|cool|nice|sweet|sure|true|right|exactly|totally|absolutely|definitely"
     r"|indeed|agreed|man|dude|bro|buddy|fair\s+enough|sure\s+thing|of\s+course|for\s+sure"
-    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|\w+ly"
+    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|fair|noted|\w+ly"
 )
 _LEADING_MARKER = re.compile(
-    rf"^(?:(?:{_INTERJECTIONS})(?=[\s,!.:;-]|$)|(?:{_PUNCT_INTERJECTIONS})(?=\s*[,!.:;-]))"
+    rf"^(?:(?:{_INTERJECTIONS})(?=[\s,!.:;-]|$)|(?:{_PUNCT_INTERJECTIONS})(?=\s*(?:[,!.:;-]|$)))"
     rf"[\s,!.:;-]*",
     re.I,
 )
@@ -1080,14 +1171,17 @@ _ADVICE_MODAL = re.compile(
     r"still|absolutely)\s+)*(?:should|shoulda|could|can(?!')|might\s+want\s+to|may\s+want\s+to|"
     r"need\s+to|have\s+to|gotta|ought\s+to|oughta)\b",
     re.I)
-# Sign-offs that read like advice but say nothing ("Take care, talk soon").
-_FAREWELL = re.compile(
-    r"\b(?:take\s+care|talk\s+(?:to\s+you\s+)?(?:soon|later)|catch\s+(?:you|ya)\s+"
-    r"(?:later|soon)|see\s+(?:you|ya)\s+(?:later|soon)|have\s+(?:a\s+)?(?:great|good|nice|fun)"
-    r"(?:\s+(?:day|time|night|weekend|one))?|keep\s+(?:it|that)\s+up|keep\s+(?:me|you|ya)\s+posted"
-    r"|check\s+(?:it|this|that)\s+out|good\s+luck)\b",
+# "You're a lifesaver", "you are such a great painter", "you must be so proud": how the
+# speaker sees the listener, not a fact about them. "You're moving", "you're in Berlin",
+# "you're off" stay.
+_LISTENER_EVALUATION = re.compile(
+    r"^(?:you|ya|u)(?:'re|\s+are|\s+were|\s+must\s+be|\s+look|\s+sound|\s+seem)\s+"
+    r"(?!(?:\w+ing|in|at|from|on|off|away|back|with|into|not\s+\w+ing)\b)",
     re.I)
-_FIRST_PERSON_SUBJECT = re.compile(r"\b(?:I|I'm|I've|I'd|I'll)\b")
+# "That work setup looks nice", "Painting looks like a great outlet": a reaction to what
+# was shown or said, not a claim.
+_EVALUATION = re.compile(
+    r"^(?:[\w'-]+\s+){0,4}?(?:looks?|sounds?|seems?|looked|sounded|seemed)\b", re.I)
 _FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
 _CLAUSE_SEPARATOR = re.compile(
     r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*|\s*-{2,}\s*"
@@ -1126,7 +1220,7 @@ _ADVICE_VERBS = _wordset(
     """take check keep look stay enjoy go come give tell try make get be remember don't
     dont do talk catch say send show stop consider call text ask bring grab hang hold mind
     trust believe listen read watch follow find start join visit use put focus avoid
-    practice practise write plan buy pick set leave spend share"""
+    practice practise write plan buy pick set leave spend share ping dm email message"""
 )
 _ELLIPTICAL = {
     "gonna": "I'm", "going": "I'm", "been": "I've", "got": "I", "just": "I", "went": "I",
@@ -1518,7 +1612,10 @@ def _clauses(text: str, start: int, end: int, peers: _Peers) -> list[tuple[int, 
             left_tail, _offset_of_token(left_tail, len(left_words) - 1)
         ):
             continue  # "Hope you and your family like it"
-        if _starts_with_subject(right, peers):
+        right_words = _tokens(right)
+        request = (match.group().strip(" ,").lower() == "so" and bool(right_words)
+                   and right_words[0].lower() in _ADVICE_VERBS)  # "..., so ping me"
+        if request or _starts_with_subject(right, peers):
             spans.append((cursor, match.start()))
             cursor = match.end()
     spans.append((cursor, end))
@@ -1721,7 +1818,7 @@ _ED_ADJECTIVES = _wordset(
 )
 
 
-def _event(words: list[str], start: int, future_dated: bool, durative: bool = False) -> bool:
+def _event(words: list[str], start: int, durative: bool = False) -> bool:
     i = start
     while i < len(words) and (_is_adverb(words[i]) or words[i] == "not"):
         i += 1
@@ -1738,9 +1835,9 @@ def _event(words: list[str], start: int, future_dated: bool, durative: bool = Fa
     if head in ("will", "'ll", "shall", "would", "'d", "gonna") or (
         head in ("am", "'m", "is", "are", "'re", "'s") and nxt in ("going", "gonna", "off")
     ):
-        return future_dated
+        return False  # a plan is a fact, dated or not
     if head in ("am", "'m", "is", "are", "'re", "'s"):
-        return future_dated and nxt.endswith("ing")
+        return False
     if head in ("was", "were"):
         return (nxt.endswith("ing") and nxt not in ("going",)) or (
             (_is_regular_past(nxt) or (nxt in _PARTICIPLES and nxt not in _VERB_BASES))
@@ -1763,11 +1860,7 @@ def _event(words: list[str], start: int, future_dated: bool, durative: bool = Fa
         return False
     if head in _STATIVE:
         return False
-    if head in _IRREGULAR_PAST or _is_regular_past(head):
-        return True
-    if head in ("plan", "plans", "planning", "hope", "hoping", "hopes", "intend", "intends"):
-        return future_dated
-    return False
+    return head in _IRREGULAR_PAST or _is_regular_past(head)
 
 
 _LIKE_SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "who", "people", "kids",
@@ -1807,8 +1900,7 @@ _DURATIVE = re.compile(r"\b(?:since|for\s+(?:\w+\s+)?(?:years|months|weeks|decad
 
 
 def _kind(
-    analysis: str, subject: _Subject, peer_names: set[str], future_dated: bool,
-    durative: bool = False,
+    analysis: str, subject: _Subject, peer_names: set[str], durative: bool = False,
 ) -> str:
     words = [w for w in _WORD_SPLIT.split(analysis) if w]
     if _RELATION_PREDICATE.search(analysis):
@@ -1822,8 +1914,7 @@ def _kind(
     if "," in analysis and _SUBORDINATOR.match(analysis):  # "when I was young, I went..."
         main = analysis.split(",", 1)[1]
     main_words = [w for w in _WORD_SPLIT.split(main) if w]
-    if _event(main_words, _subject_index(main_words, subject, peer_names), future_dated,
-              durative):
+    if _event(main_words, _subject_index(main_words, subject, peer_names), durative):
         return "event"
     if _RELATION_NOUN_USE.search(analysis):
         return "relation"
@@ -1963,11 +2054,17 @@ class RuleBasedExtractor:
             return None
 
         subject = _classify_subject(work, peers)
-        if subject is None or (subject.mode == "listener" and _ADVICE_MODAL.match(work)):
-            # "You should read it" is the speaker's advice, not a fact about the listener
+        if subject is not None and subject.mode == "listener" and (
+                _ADVICE_MODAL.match(work) or _LISTENER_EVALUATION.match(work)):
+            # "You should read it" is advice and "You're a lifesaver" an evaluation of the
+            # listener: neither says what is true of anyone
+            return None
+        if subject is not None and subject.mode == "mention" and (
+                work.split(None, 1)[0].lower() in _IMPERATIVES | _ADVICE_VERBS):
+            return None  # "Ping me if you get stuck": a request, not a fact about the speaker
+        if subject is None:
             return self._reported(message, text, start, end, clause, work, peers,
-                                  addressee_keys, relevant_from, relevant_until, hedged,
-                                  advice=subject is not None)
+                                  addressee_keys, relevant_from, relevant_until, hedged)
         addressee_name: str | None = None
         if subject.mode == "listener" or _YOU.search(work):
             if len(set(addressee_keys)) != 1:
@@ -1995,13 +2092,9 @@ class RuleBasedExtractor:
         content, copular = _content_words(analysis, subject_names)
         if content < 2 and not (copular and content >= 1):
             return None
-        ends_later = relevant_until is not None and relevant_until > local
-        starts_later = relevant_from is not None and relevant_from > local
-        future_dated = (ends_later or starts_later) and (
-            _FUTURE.search(work) is not None or _PROGRESSIVE.search(work) is not None
-        )
         durative = relevant_from is not None and relevant_until is None
-        kind = _kind(analysis, subject, peer_names, future_dated, durative)
+        # kind is the durable meaning: a plan is a fact with or without a date
+        kind = _kind(analysis, subject, peer_names, durative)
         speaker_name = message.speaker_name.strip() or message.speaker_key
         statement = _finish_statement(_rewrite(work, speaker_name, addressee_name))
         if not statement or len(_tokens(statement)) < 2:
@@ -2025,7 +2118,6 @@ class RuleBasedExtractor:
         relevant_from: datetime | None,
         relevant_until: datetime | None,
         hedged: bool,
-        advice: bool = False,
     ) -> ExtractedClaim | None:
         """Step 9: a declarative clause whose subject cannot be resolved ("They eat
         vegetables", "It's a mix of drama and romance", "The Hobbit is great") or that has
@@ -2036,23 +2128,17 @@ class RuleBasedExtractor:
         if not toks:
             return None
         low = toks[0].lower()
-        told = advice and len(set(addressee_keys)) == 1
-        if advice and not told:
+        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES):
+            # advice or a request ("Make sure you watch other videos first", "Keep going"):
+            # what the speaker wants, not what is true of anyone
             return None
-        if not advice and low not in _UNRESOLVED and (low in _IMPERATIVES
-                                                      or low in _VERB_BASES):
-            # Advice or a request: kept only when the listener is known, as what the
-            # speaker told them ("Joanna told Nate: watch other videos first"); "Check it
-            # out" and "Keep it up" fail the content test below.
-            if (low not in _ADVICE_VERBS or len(set(addressee_keys)) != 1
-                    or _FIRST_PERSON_SUBJECT.search(work)):
-                return None  # "Don't feel like I'm ...": the speaker's own elided "I"
-            told = True
-        if not told and (_YOU.fullmatch(toks[0]) or low in ("your", "yours")):
+        if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
             return None  # about the listener, who is not named here
+        if _EVALUATION.match(work):
+            return None  # "That work setup looks nice": a reaction to what was shown
         speaker_key = message.speaker_key
         addressee_name: str | None = None
-        if _YOU.search(work) or told:
+        if _YOU.search(work):
             if len(set(addressee_keys)) != 1:
                 return None
             addressee_name = self._display_name(clause, text, addressee_keys[0], peers)
@@ -2060,10 +2146,9 @@ class RuleBasedExtractor:
         names = {"i", "me", "we", "us"} | {
             part for name in peers.by_name for part in name.split()
         }
-        # sign-offs are no content of advice ("Take care, talk soon")
-        content, _ = _content_words(_expand(_FAREWELL.sub(" ", work) if told else work), names)
-        if content < (3 if told and not advice else 2):
-            return None  # "That's so sweet!", "Sounds awesome!", "Take care, talk soon"
+        content, _ = _content_words(_expand(work), names)
+        if content < 2:
+            return None  # "That's so sweet!", "Sounds awesome!"
         quote = work.find('"')
         if work.count('"') % 2 and quote > 0 and work[quote - 1].isalnum() and (
             quote + 1 == len(work) or not work[quote + 1].isalnum()
@@ -2071,16 +2156,12 @@ class RuleBasedExtractor:
             work = '"' + work  # the span strip took the opening quote of a title
         speaker_name = message.speaker_name.strip() or speaker_key
         body = _rewrite(work, speaker_name, addressee_name)
-        # "Cooking is..." -> "said cooking is...", "Make sure..." -> "told Nate: make
-        # sure..."; a capital that may be a name stays, and so does advice's "Nate should"
-        if not advice and body[:1].isupper() and (told or low in _STOPWORDS
-                                                  or low in _UNRESOLVED or _is_adverb(low)
-                                                  or low.endswith("ing")):
+        # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
+        if body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED or _is_adverb(low)
+                                   or low.endswith("ing")):
             body = body[0].lower() + body[1:]
         verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
         joiner = " said: " if verbless else " said "
-        if told:
-            joiner = f" told {addressee_name}: "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
         # what was said is a fact about the speaker; "she loves painting" is no preference
@@ -2098,3 +2179,90 @@ class RuleBasedExtractor:
         names = sorted((n for n, peer_key in peers.by_name.items() if peer_key == key),
                        key=lambda n: (-len(n), n))
         return names[0].title() if names else key
+
+
+# ============================================================================================
+# Documents
+# ============================================================================================
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Sentence offsets of prose: a period after an abbreviation ("St. Mary's", "Dr.") or
+    an initial ends no sentence."""
+    return _sentences(text)
+
+
+@dataclass(frozen=True)
+class DocumentStatement:
+    statement: str
+    kind: str
+    relevant_from: datetime | None
+    relevant_until: datetime | None
+
+
+# Sentences of a document that are about the document, not the world.
+_BOILERPLATE = re.compile(
+    r"^(?:thank\s+you|thanks|welcome\s+to|see\s+(?:also|below|above)|table\s+of\s+contents"
+    r"|contents|page\s+\d+|copyright|all\s+rights\s+reserved)\b", re.I)
+
+
+_AND = re.compile(r",?\s+and\s+(?:(?:also|already|then|now|still|even)\s+)*")
+
+
+def _shared_subject_parts(text: str) -> list[str]:
+    """"Kofi leads the guild and mentors two engineers" -> "Kofi leads the guild",
+    "Kofi mentors two engineers": two predicates of one subject are two claims. Only
+    when the subject is a short noun phrase or name before the first verb and the word
+    after "and" is a verb with something after it ("has cats and dogs" stays whole)."""
+    tokens = _tokens(text)
+    verb_at = next((i for i, t in enumerate(tokens[:5]) if i and _is_finite_verb_strict(
+        t.lower())), None)
+    if verb_at is None:
+        return [text]
+    first = tokens[0]
+    if not (first[:1].isupper() or first.lower() in ("the", "a", "an", "our", "this")):
+        return [text]
+    subject = text[:_offset_of_token(text, verb_at)].strip()
+    for match in _AND.finditer(text, _offset_of_token(text, verb_at)):
+        right = text[match.end():]
+        right_tokens = _tokens(right)
+        left_tokens = _tokens(text[:match.start()])
+        if (len(right_tokens) < 2 or right_tokens[0][:1].isupper()
+                or not _is_finite_verb_strict(right_tokens[0].lower())
+                or len(left_tokens) < verb_at + 2):
+            continue
+        return [text[:match.start()].rstrip(" ,") + ".",
+                *_shared_subject_parts(f"{subject} {right}")]
+    return [text]
+
+
+def document_statements(sentence: str, occurred_at: datetime,
+                        subject_names: Iterable[str] = ()) -> list[DocumentStatement]:
+    """The claims of one declarative sentence of a document, about the scope (or the peer
+    it starts with, named by ``subject_names``): one per predicate of its subject; dates
+    that frame one become its valid time (the chat rules of step 5 with the version's time
+    as the reference) and a relative one leaves the text or, when it is the claim, becomes
+    an absolute date; kind by meaning as in step 4. None for a sentence without a finite
+    verb or full stop ("Table of contents") or addressed to the reader ("Thank you for
+    reading this handbook")."""
+    local = _local(occurred_at)
+    text = sentence.translate(_QUOTE_MAP).strip()
+    if _BOILERPLATE.match(text) or not (_has_finite_clause(text) or text.endswith((".", "!"))):
+        return []
+    names = {part for name in subject_names for part in name.lower().split()}
+    out: list[DocumentStatement] = []
+    for part in _shared_subject_parts(text):
+        hits = _find_dates(part, local)
+        # A document's own absolute dates stay in its text (they name the thing: "the
+        # incident on February 12"); relative ones leave it or become absolute, as in chat.
+        relative = [hit for hit in hits if _REL.fullmatch(part[hit.start:hit.end]) is not None
+                    or hit.replacement is not None]
+        statement = _tidy(_remove_dates(part, relative) if relative else part).strip()
+        if len(_tokens(statement)) < 2:
+            continue
+        relevant_from, relevant_until = _choose_window(hits)
+        durative = relevant_from is not None and relevant_until is None
+        kind = _kind(_expand(statement), _Subject("peer" if names else "scope", ""), names,
+                     durative)
+        out.append(DocumentStatement(_finish_statement(statement), kind, relevant_from,
+                                     relevant_until))
+    return out
