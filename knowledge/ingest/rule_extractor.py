@@ -175,7 +175,7 @@ _REL_BODY = rf"""
  |in\s+(?P<innum>{_NUM})\s+(?P<inunit>{_UNIT})(?:'?\s*time)?
  |(?P<vague>recently|lately|the\s+other\s+day|a\s+while\s+(?:ago|back)|some\s+time\s+ago
      |not\s+(?:too\s+|that\s+)?long\s+ago)
- |(?P<wdon>on\s+)?(?P<wd>{_WEEKDAY})(?!s)
+ |(?P<wdon>on\s+)?(?P<wd>{_WEEKDAY})(?!s|\s+(?:mornings|afternoons|evenings|nights)\b)
  |(?P<ordon>on\s+)?the\s+(?P<ord>3[01]|[12]\d|[1-9])(?:st|nd|rd|th)
      (?=\s*(?:[,.;:!?)]|$)|\s+(?:for|and|at|to|in|with|so|but|because|when|or|then|instead)\b)
 )

@@ -1049,3 +1049,9 @@ def test_document_statements_get_valid_time_kind_and_one_claim_per_predicate() -
         "The shelter has cats and dogs.")
     assert document_statements("Table of contents", when) == []
     assert document_statements("Thank you for reading this handbook.", when) == []
+
+
+def test_a_weekly_time_of_day_is_a_habit_not_a_date() -> None:
+    claim = only("I do yoga on Thursday evenings.")
+    assert claim.statement == "Caroline does yoga on Thursday evenings."
+    assert (claim.relevant_from, claim.relevant_until) == (None, None)
