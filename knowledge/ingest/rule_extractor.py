@@ -169,7 +169,7 @@ _REL_BODY = rf"""
   (?P<fixed>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|tonight
      |tomorrow|this\s+(?:morning|afternoon|evening)|last\s+night|(?:earlier|later)\s+today
      |over\s+the\s+weekend)
- |(?:(?:earlier|later)\s+)?(?P<rel>last|this\s+past|the\s+past|this|next)\s+
+ |(?:(?:earlier|later|all)\s+)?(?P<rel>last|this\s+past|the\s+past|this|next)\s+
      (?P<relunit>weekend|week|month|year|{_SEASON}|{_WEEKDAY})
  |(?P<agonum>{_NUM})\s+(?P<agounit>{_UNIT})\s+(?:ago|back|earlier)
  |in\s+(?P<innum>{_NUM})\s+(?P<inunit>{_UNIT})(?:'?\s*time)?
@@ -895,8 +895,12 @@ _RELATION_PREDICATE = re.compile(
     r"|works?\s+with|worked\s+with|working\s+with|related\s+to|in\s+a\s+relationship"
     r"|moved\s+in\s+with|proposed\s+to)\b"
 )
+# The relation itself is the claim: "my husband is a firefighter", "I have two kids";
+# "I was at my cousin's wedding" or "my password manager kept logging me out" only
+# mention someone and keep the kind of what they say.
 _RELATION_NOUN_USE = re.compile(
-    rf"(?:\b(?:my|our|[a-z]+\s+'s)\s+(?:[a-z'-]+\s+)?{_RELATION_NOUNS}\b"
+    rf"(?:^(?:[a-z]+\s+)?(?:my|our|[a-z]+\s+'s)\s+(?:[a-z'-]+\s+)?{_RELATION_NOUNS}"
+    rf"\s+(?:is|was|are|were|'s|'re)\b"
     rf"|\b(?:have|has|had|got)\s+(?:a|an|no|two|three|four|five|six|\d+)\s+(?:[a-z'-]+\s+)?"
     rf"{_RELATION_NOUNS}\b)"
 )
@@ -1176,8 +1180,13 @@ _ADVICE_MODAL = re.compile(
 # "you're off" stay.
 _LISTENER_EVALUATION = re.compile(
     r"^(?:you|ya|u)(?:'re|\s+are|\s+were|\s+must\s+be|\s+look|\s+sound|\s+seem)\s+"
-    r"(?!(?:\w+ing|in|at|from|on|off|away|back|with|into|not\s+\w+ing)\b)",
+    r"(?!(?:\w+ing|in|at|from|on|off|away|back|with|into|not\s+\w+ing)\b)"
+    # "you'll love it", "you'd like it there": a guess at the listener's taste
+    r"|^(?:you|ya|u)(?:'ll|\s+will|'d|\s+would|\s+are\s+going\s+to|'re\s+going\s+to)\s+"
+    r"(?:(?:really|totally|definitely|absolutely|so)\s+)*(?:love|like|enjoy|adore|hate)\b",
     re.I)
+# "It would be awesome to go", "that'd be fun": a wish, not what is the case.
+_HYPOTHETICAL = re.compile(r"^(?:it|that|this)(?:\s+would|'d)\s+be\b", re.I)
 # "That work setup looks nice", "Painting looks like a great outlet": a reaction to what
 # was shown or said, not a claim.
 _EVALUATION = re.compile(
@@ -1186,7 +1195,7 @@ _FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)
 _CLAUSE_SEPARATOR = re.compile(
     r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*|\s*-{2,}\s*"
     r"|(?P<comma>\s*,\s+)(?=(?:I|I'm|I've|I'd|I'll|[Ww]e|[Ww]e're|[Ww]e've|[Hh]e|[Ss]he|[Tt]hey"
-    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's)\s)"
+    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's|[Yy]ou'll|[Yy]ou'd|[Yy]ou're|[Yy]ou've)\s)"
 )
 _SUBORDINATOR = re.compile(
     r"^\W*(?:when|while|because|since|although|though|after|before|as|once|until|if|unless"
@@ -1515,7 +1524,8 @@ def _starts_with_subject(right: str, peers: _Peers) -> bool:
     first = toks[i].lower()
     nxt = toks[i + 1].lower() if i + 1 < len(toks) else ""
     if first in ("i'm", "i've", "i'd", "i'll", "we're", "we've", "we'd", "we'll", "it's",
-                 "he's", "she's", "they're", "they've", "you're", "you've", "that's",
+                 "he's", "she's", "they're", "they've", "you're", "you've", "you'll", "you'd",
+                 "that's",
                  "there's"):
         return True
     if first in ("i", "we", "he", "she", "they", "it", "you", "this", "that", "there"):
@@ -1759,6 +1769,9 @@ def _classify_subject(text: str, peers: _Peers) -> _Subject | None:
     return None
 
 
+_AVAILABILITY = re.compile(
+    r"(?:\b(?:am|is|are|was|were|be)|'m|'re|'s)\s+(?:\w+ly\s+|all\s+)?(?:off|away|out|back|home"
+    r"|free|busy|around|available|unavailable|on\s+(?:leave|vacation|holiday|call))\b")
 _MAIN_VERB_IF_OBJECT = frozenset({"going", "have", "has", "had", "'ve", "'d"})
 _DETERMINERS = _wordset(
     "a an the my our your his her their this that these those some two three four five no "
@@ -2090,7 +2103,9 @@ class RuleBasedExtractor:
             for part in name.split()
         }
         content, copular = _content_words(analysis, subject_names)
-        if content < 2 and not (copular and content >= 1):
+        available = (copular and (relevant_from is not None or relevant_until is not None)
+                     and _AVAILABILITY.search(analysis) is not None)  # "I'm off next week"
+        if content < 2 and not (copular and content >= 1) and not available:
             return None
         durative = relevant_from is not None and relevant_until is None
         # kind is the durable meaning: a plan is a fact with or without a date
@@ -2134,8 +2149,13 @@ class RuleBasedExtractor:
             return None
         if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
             return None  # about the listener, who is not named here
-        if _EVALUATION.match(work):
-            return None  # "That work setup looks nice": a reaction to what was shown
+        if _EVALUATION.match(work) or _HYPOTHETICAL.match(work):
+            return None  # "That work setup looks nice", "It would be awesome to go"
+        head, comma, tail = work.partition(",")
+        imperative = re.match(r"\s*(?:please\s+)?([A-Za-z]+)\s", tail)
+        if comma and imperative and imperative.group(1).lower() in _ADVICE_VERBS and (
+                not _has_finite_clause(head)):
+            return None  # "Toronto in March, bring a heavy coat!": advice
         speaker_key = message.speaker_key
         addressee_name: str | None = None
         if _YOU.search(work):

@@ -1055,3 +1055,19 @@ def test_a_weekly_time_of_day_is_a_habit_not_a_date() -> None:
     claim = only("I do yoga on Thursday evenings.")
     assert claim.statement == "Caroline does yoga on Thursday evenings."
     assert (claim.relevant_from, claim.relevant_until) == (None, None)
+
+
+def test_a_guess_at_the_listeners_taste_and_a_wish_are_no_claims() -> None:
+    claim = only("My husband lived in Nairobi for a year, you'll love it.", addressee="melanie")
+    assert claim.statement == "Caroline's husband lived in Nairobi for a year."
+    assert claim.kind == "event"  # what he did; mentioning a husband is no relation claim
+    assert extract("It would be awesome to go to a book conference with you.",
+                   addressee="melanie") == []
+    assert extract("Toronto in March, bring a heavy coat!", addressee="melanie") == []
+
+
+def test_being_away_with_a_window_is_kept() -> None:
+    off = only("I'll try, but I'm off all next week.")
+    assert off.statement == "Caroline is off."
+    assert (off.relevant_from, off.relevant_until) == (d(2023, 5, 15), d(2023, 5, 22))
+    assert extract("I'm off.") == []  # no window: nothing to keep
