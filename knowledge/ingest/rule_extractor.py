@@ -114,7 +114,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
@@ -327,6 +327,10 @@ _DROP_START = re.compile(r"^(?:if|unless|let's|lets|let\s+me|imagine|hope\s+you|
                          re.I)
 _DROP_ANY = re.compile(
     r"\bwonder(?:ing)?\s+(?:if|whether)\b|\bcan\s+(?:just\s+|only\s+)?imagine\b"
+    # thanks in other words: "I really appreciate your help"
+    r"|\bappreciate(?:s|d)?\s+(?:your|you|it|that|this|all\s+(?:your|the|of))\b"
+    # a passing mood with nothing it is about: "I'm feeling hopeful and optimistic"
+    r"|^I(?:'m|\s+am)\s+(?:\w+ly\s+|so\s+|just\s+)*feeling\s+\w+(?:\s*,?\s*(?:and|but)\s+\w+)?\W*$"
     r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b",
     re.I,
 )
@@ -1166,10 +1170,20 @@ class RuleBasedExtractor:
             if _is_question(sentence):
                 continue
             antecedent: str | None = None
+            frame: ExtractedClaim | None = None
             for c_start, c_end in _clauses(text, s_start, s_end, peers):
                 claim = self._clause(message, text, c_start, c_end, peers, local, addressees,
                                      antecedent)
                 if claim is not None:
+                    if (frame is not None and claim.kind == "event"
+                            and claim.relevant_from is None and claim.relevant_until is None):
+                        # "My laptop died yesterday, so I bought a new one": one sentence
+                        # telling what happened in a row shares its time frame
+                        claim = replace(claim, relevant_from=frame.relevant_from,
+                                        relevant_until=frame.relevant_until)
+                    if claim.kind == "event" and claim.relevant_from is not None and (
+                            claim.relevant_until is not None):
+                        frame = claim
                     claims.append(claim)
                 changed = _CHANGED_THING.match(text[c_start:c_end])
                 antecedent = changed.group("thing") if changed else None

@@ -1071,3 +1071,21 @@ def test_being_away_with_a_window_is_kept() -> None:
     assert off.statement == "Caroline is off."
     assert (off.relevant_from, off.relevant_until) == (d(2023, 5, 15), d(2023, 5, 22))
     assert extract("I'm off.") == []  # no window: nothing to keep
+
+
+def test_events_told_in_a_row_share_the_sentences_time_frame() -> None:
+    first, second = extract("I lost my keys yesterday, so I bought new ones.")
+    assert (first.relevant_from, first.relevant_until) == (d(2023, 5, 7), d(2023, 5, 8))
+    assert (second.statement, second.relevant_from, second.relevant_until) == (
+        "Caroline bought new ones.", d(2023, 5, 7), d(2023, 5, 8))
+    # a present-tense fact after it keeps no window
+    moved, works = extract("I moved to Paris last year and now I work at a bakery.")
+    assert moved.relevant_from == d(2022, 1, 1)
+    assert (works.relevant_from, works.relevant_until) == (None, None)
+
+
+def test_thanks_and_a_passing_mood_are_no_claims() -> None:
+    assert extract("I really appreciate your help.", addressee="melanie") == []
+    assert extract("I'm feeling hopeful and optimistic.") == []
+    mood = only("I'm feeling hopeful about the adoption.")
+    assert mood.statement == "Caroline is feeling hopeful about the adoption."
