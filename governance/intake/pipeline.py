@@ -244,7 +244,7 @@ def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> 
 
 # --- Documents -------------------------------------------------------------------------
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_LINE = re.compile(r"[^\n]+")
 
 
 def prose_of(version_text: str, media_type: str) -> list[str]:
@@ -273,27 +273,31 @@ def document_claims(version_text: str, *, names: dict[str, str], occurred_at: An
                     media_type: str = "text/plain") -> list[tuple[ExtractedClaim, str]]:
     """Declarative sentences of a document as claims about the scope, or about a known
     peer when the sentence starts with that peer's name. Returns (claim, excerpt)."""
-    from knowledge.ingest.rule_extractor import classify_sensitivity, strip_relative_dates
+    from knowledge.ingest.rule_extractor import (
+        classify_sensitivity,
+        document_statements,
+        sentence_spans,
+    )
 
     out: list[tuple[ExtractedClaim, str]] = []
-    matches = (m for text in prose_of(version_text, media_type) for m in _SENTENCE.finditer(text))
-    for match in matches:
-        raw = match.group(0).strip()
-        if not raw or raw.endswith("?") or len(raw.split()) < 3 or raw.startswith("#"):
-            continue
-        first = raw.split()[0].strip(",:;").lower()
-        subject = names.get(first)
-        statement = strip_relative_dates(raw, occurred_at).strip()
-        if not statement:
-            continue
-        if not statement.endswith((".", "!")):
-            statement += "."
-        claim = ExtractedClaim(
-            statement=statement, subject_peer_key=subject, kind="fact", confidence=0.7,
-            sensitivity=classify_sensitivity(raw), relevant_from=None, relevant_until=None,
-            self_observation=False, source_message_id="",
-            evidence_span=(match.start(), match.end()))
-        out.append((claim, raw))
+    for text in prose_of(version_text, media_type):
+        for line in _LINE.finditer(text):  # a line break ends a sentence (headings, lists)
+            for start, end in sentence_spans(line.group()):
+                raw = line.group()[start:end].strip()
+                if not raw or raw.endswith("?") or len(raw.split()) < 3 or raw.startswith("#"):
+                    continue
+                first = raw.split()[0].strip(",:;").lower()
+                subject = names.get(first)
+                offset = line.start() + start
+                for parts in document_statements(raw, occurred_at, [
+                        name for name, key in names.items() if subject and key == subject]):
+                    claim = ExtractedClaim(
+                        statement=parts.statement, subject_peer_key=subject, kind=parts.kind,
+                        confidence=0.7, sensitivity=classify_sensitivity(parts.statement),
+                        relevant_from=parts.relevant_from, relevant_until=parts.relevant_until,
+                        self_observation=False, source_message_id="",
+                        evidence_span=(offset, offset + end - start))
+                    out.append((claim, raw))
     return out
 
 

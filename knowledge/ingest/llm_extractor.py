@@ -38,6 +38,11 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from knowledge.ingest.dates import (
+    RELATIVE_DATE_EXPRESSIONS,
+    resolve_relative_date,
+    strip_relative_dates,
+)
 from knowledge.ingest.extraction import (
     KINDS,
     SENSITIVITIES,
@@ -47,12 +52,7 @@ from knowledge.ingest.extraction import (
     stricter_sensitivity,
     validate_claim,
 )
-from knowledge.ingest.rule_extractor import (
-    RELATIVE_DATE_EXPRESSIONS,
-    classify_sensitivity,
-    resolve_relative_date,
-    strip_relative_dates,
-)
+from knowledge.ingest.sensitivity import classify_sensitivity
 from memhouse.llm import ChatProvider, ProviderError
 
 __all__ = ["SCHEMA_NAME", "SYSTEM_PROMPT", "LLMExtractor", "claims_schema"]

@@ -13,7 +13,7 @@ turns per second. Per turn it:
    greetings, thanks and filler ("Hey Mel!", "Thanks!", "lol", "Wow, that's great!"),
    imperatives, conditionals ("If I win..."), clauses about "you" unless the listener is
    named in the sentence (vocative "Mel, you..." or "Thanks, Mel! You...") or known from
-   the conversation (step 10, which also keeps advice to that listener), and clauses
+   the conversation (step 10), and clauses
    with fewer than two content words besides the subject (one is enough after a copula:
    "I'm vegan"). Evaluative and emotional fluff ("great", "so excited") is not content. A
    clause whose subject is an unresolved pronoun is not dropped but reported (step 9).
@@ -36,10 +36,10 @@ turns per second. Per turn it:
    engaged, dating, divorced, works with) -> preference (like, love, enjoy, hate, prefer,
    favorite, fan of, into, keen on) -> skill (can + skill verb, know how to, good at,
    learned to, skilled, fluent) -> event (a past action: irregular or -ed past, "was
-   <verb>ing", present perfect, "had <noun>"; or a future plan that has a date) ->
+   <verb>ing", present perfect, "had <noun>") ->
    relation nouns (my sister, our kids, have two kids) -> fact. Stative pasts (felt,
-   thought, knew, wanted) are facts. A date never changes the kind, except that it is what
-   turns a future plan into an event.
+   thought, knew, wanted) are facts. A date never changes the kind: a plan is a fact
+   ("I'm moving to Lisbon next month" and "I'm moving to Lisbon" alike).
 5. **Valid time**. Relative expressions are resolved against ``occurred_at`` in its own time
    zone into half-open windows ``[relevant_from, relevant_until)`` and removed from the
    statement: yesterday, today, tonight (18:00-06:00), this morning (06:00-12:00), this
@@ -94,799 +94,80 @@ turns per second. Per turn it:
    message speaks to when the conversation leaves no doubt (the pipeline sets it for a
    two-party session). A vocative in the text still wins; otherwise an unnamed "you" is
    that peer, named by their fullest known name ("I got this pup for you" -> "Joanna got
-   this pup for Nate"; "You are a great friend" -> a claim about Nate, which Gate B makes
-   provisional as any claim about someone else). Advice to that listener, named or known
-   from the conversation, is what the speaker told them, with report confidence and the
-   speaker as subject: an imperative ("Make sure you watch other people's videos first"
-   -> "Joanna told Nate: make sure Nate watches other people's videos first") or "you"
-   with should/could/can/need to/have to ("You should join me on the trails" -> "Joanna
-   told Nate: Nate should join Joanna on the trails"). A suggestion is no fact about the
-   listener, so it is not sent to them as one to confirm. Sign-offs ("Take care, talk
-   soon", "Keep it up", "Check it out"), imperatives with fewer than three content words
-   ("Stay safe"), epistemic "you must ..." and an opening with the speaker's own elided
-   "I" ("Don't feel like I'm ...") are still dropped.
+   this pup for Nate"; "You are moving to Denver" -> a claim about Nate, which Gate B makes
+   provisional as any claim about someone else). Not kept, because they say what the
+   speaker wants or thinks of the listener, not what is true of anyone: advice and
+   requests (an imperative, "you should/could/need to ...", "..., so ping me"),
+   evaluations of the listener ("You're a lifesaver", "you are such a great painter";
+   "you're moving", "you're in Berlin" stay) and reactions to what was shown ("That
+   setup looks nice").
+11. **Documents** (``document_statements``): a sentence (no break after "St.", "Dr.") is
+   one claim per predicate of its subject ("X leads A and mentors B" gives two), with
+   valid time from its frame dates, relative dates rewritten or removed as in step 5,
+   absolute dates kept in the text, and kind by meaning; boilerplate ("Table of
+   contents", "Thank you for reading") gives none. Bare weekdays and days of the month
+   ("on Saturday", "until the 5th") point back in a past-tense clause and ahead
+   otherwise; "from X to Y" is one window.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import lru_cache
-from typing import Any
 
+from knowledge.ingest.dates import (
+    _REL,
+    RELATIVE_DATE_EXPRESSIONS,
+    _choose_window,
+    _find_dates,
+    _local,
+    _remove_dates,
+    resolve_relative_date,
+    strip_relative_dates,
+)
 from knowledge.ingest.extraction import ExtractedClaim, ObservedMessage, validate_claim
+from knowledge.ingest.lexicon import (
+    _ADVERBS,
+    _AMBIGUOUS_PAST,
+    _BE_FORMS,
+    _ED_ADJECTIVES,
+    _FINITE,
+    _FLUFF,
+    _IRREGULAR_PAST,
+    _MODALS,
+    _PARTICIPLES,
+    _PREFERENCE_BLOCK_BEFORE,
+    _PREFERENCE_PHRASE,
+    _PREFERENCE_VERBS,
+    _RELATION_NOUN_USE,
+    _RELATION_PREDICATE,
+    _SKILL,
+    _STATIVE,
+    _STOPWORDS,
+    _VERB_BASES,
+    _WORD_SPLIT,
+    _is_adverb,
+    _is_regular_past,
+    _tidy,
+    _wordset,
+)
+from knowledge.ingest.sensitivity import (
+    classify_sensitivity,
+)
 
 __all__ = [
     "RELATIVE_DATE_EXPRESSIONS",
+    "DocumentStatement",
     "RuleBasedExtractor",
     "classify_sensitivity",
+    "document_statements",
     "resolve_relative_date",
+    "sentence_spans",
     "strip_relative_dates",
 ]
-
-# ============================================================================================
-# Valid time
-# ============================================================================================
-
-
-@dataclass(frozen=True)
-class _Window:
-    start: datetime | None
-    end: datetime | None
-    unit: str  # day | part | week | weekend | month | year | season | span | none
-
-
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
-_NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}
-_MONTHS = {
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8,
-    "sep": 9, "oct": 10, "nov": 11, "dec": 12,
-}
-
-_NUM = (
-    r"(?:a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an|a|one|two|three|four|"
-    r"five|six|seven|eight|nine|ten|eleven|twelve|\d{1,3})"
-)
-_UNIT = r"(?:day|weekend|week|month|year)s?"
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_SEASON = r"(?:spring|summer|fall|autumn|winter)"
-
-_REL_BODY = rf"""
-(?:(?P<prefix>since|until|till|through|from|starting(?:\s+from)?|beginning|effective|as\s+of)\s+)?
-(?:
-  (?P<fixed>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday|today|tonight
-     |tomorrow|this\s+(?:morning|afternoon|evening)|last\s+night|(?:earlier|later)\s+today
-     |over\s+the\s+weekend)
- |(?:(?:earlier|later)\s+)?(?P<rel>last|this\s+past|the\s+past|this|next)\s+
-     (?P<relunit>weekend|week|month|year|{_SEASON}|{_WEEKDAY})
- |(?P<agonum>{_NUM})\s+(?P<agounit>{_UNIT})\s+(?:ago|back|earlier)
- |in\s+(?P<innum>{_NUM})\s+(?P<inunit>{_UNIT})(?:'?\s*time)?
- |(?P<vague>recently|lately|the\s+other\s+day|a\s+while\s+(?:ago|back)|some\s+time\s+ago
-     |not\s+(?:too\s+|that\s+)?long\s+ago)
-)
-"""
-_REL = re.compile(rf"\b{_REL_BODY}(?:(?P<poss>'s)\b|\b(?!'))", re.I | re.X)
-_REL_FULL = re.compile(rf"\s*{_REL_BODY}\s*", re.I | re.X)
-
-_MONTH_TOKEN = (
-    r"(?:January|February|March|April|May|June|July|August|September|October|November|"
-    r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
-)
-_ABS = re.compile(
-    rf"""
-(?:\b(?P<aprefix>[Ii]n|[Oo]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Dd]uring|[Bb]y|[Ff]rom|[Bb]ack\s+in
-    |[Aa]round|[Oo]f)\s+)?(?:the\s+)?
-(?:
-  (?P<isoy>\d{{4}})-(?P<isom>\d{{2}})-(?P<isod>\d{{2}})
- |(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH_TOKEN})(?:,?\s+(?P<y1>(?:19|20)\d{{2}}))?
- |(?P<m2>{_MONTH_TOKEN})\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?![\d:])(?:,?\s+(?P<y2>(?:19|20)\d{{2}}))?
- |(?:(?P<mod>early|late|mid-?)\s*)?(?P<m3>{_MONTH_TOKEN})(?:\s+(?:of\s+)?(?P<y3>(?:19|20)\d{{2}}))?
- |(?:(?P<mody>early|late|mid-?)\s*)?(?P<y4>(?:19|20)\d{{2}})
-)\b(?!')
-""",
-    re.X,
-)
-_ABS_PREFIX_REQUIRED = {"in", "since", "until", "till", "during", "by", "from", "back in",
-                        "around", "of"}
-
-_CLAIM_DATE_CONTEXT = re.compile(
-    r"(?:\b(?:born|birthday|b-?day|died|passed\s+away|anniversary|founded|established|deadline"
-    r"|due|expires?|expired|expiry|dated)\b(?:\W+\w+){0,3}\W*"
-    r"|\b(?:is|was|are|were|'s|be|been)\s*)$",
-    re.I,
-)
-# A date that is the value of a schedule: "is now on May 5", "got pushed to March 21",
-# "leaves on May 3", "extended her stay until Wednesday". Without it the claim says
-# nothing ("...got pushed to."), so the words stay; the date still bounds valid time.
-# Tested on the text before the date plus the date's own preposition.
-_VALUE_DATE_CONTEXT = re.compile(
-    r"(?:\b(?:is|was|are|were|'s|be|been)\s+(?:(?:now|still|actually)\s+)?(?:on|at|for"
-    r"|until|till)\s*"
-    r"|\b(?:is|are|'s)\s+(?:now|still|actually)\s*"
-    r"|\b(?:moved|pushed(?:\s+(?:back|out))?|postponed|rescheduled|delayed|slipped|slid"
-    r"|extended|brought\s+forward|changed|switched|bumped|scheduled|set|booked|due)\b"
-    r"(?:\W+\w+){0,4}?\W+(?:to|for|until|till|on)\s*"
-    r"|\b(?:leaves|departs|lands|arrives|starts|begins|ends|opens|closes|launches|ships"
-    r"|goes\s+live)\s+(?:on\s+|at\s+)?)$",
-    re.I,
-)
-_ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.I)
-_FUTURE = re.compile(
-    r"\b(?:will|'ll|shall|gonna|going\s+to|plan(?:s|ning|ned)?\s+(?:to|on)|hop(?:e|es|ing)\s+to"
-    r"|about\s+to|intend(?:s|ing)?\s+to|looking\s+forward|can'?t\s+wait|cannot\s+wait|upcoming"
-    r"|scheduled|next|tomorrow|soon)\b",
-    re.I,
-)
-
-_PROGRESSIVE = re.compile(r"'m\s+\w+ing\b|\bam\s+\w+ing\b|'re\s+\w+ing\b|\bis\s+\w+ing\b")
-
-
-def _at(d: date, tz: tzinfo | None, hour: int = 0) -> datetime:
-    return datetime(d.year, d.month, d.day, hour, tzinfo=tz)
-
-
-def _shift_month(year: int, month: int, n: int) -> tuple[int, int]:
-    index = year * 12 + (month - 1) + n
-    return index // 12, index % 12 + 1
-
-
-def _month_window(year: int, month: int, tz: tzinfo | None, months: int = 1) -> _Window:
-    ny, nm = _shift_month(year, month, months)
-    return _Window(datetime(year, month, 1, tzinfo=tz), datetime(ny, nm, 1, tzinfo=tz), "month")
-
-
-def _year_window(year: int, tz: tzinfo | None, years: int = 1) -> _Window:
-    return _Window(datetime(year, 1, 1, tzinfo=tz), datetime(year + years, 1, 1, tzinfo=tz),
-                   "year")
-
-
-def _day_window(d: date, tz: tzinfo | None, days: int = 1) -> _Window:
-    return _Window(_at(d, tz), _at(d + timedelta(days=days), tz), "day" if days == 1 else "span")
-
-
-def _week_window(monday: date, tz: tzinfo | None, weeks: int = 1) -> _Window:
-    return _Window(_at(monday, tz), _at(monday + timedelta(weeks=weeks), tz),
-                   "week" if weeks == 1 else "span")
-
-
-def _weekend_window(monday: date, tz: tzinfo | None) -> _Window:
-    return _Window(_at(monday + timedelta(days=5), tz), _at(monday + timedelta(days=7), tz),
-                   "weekend")
-
-
-def _season_window(season: str, start_year: int, tz: tzinfo | None) -> _Window:
-    month = _SEASON_START[season]
-    ey, em = _shift_month(start_year, month, 3)
-    return _Window(datetime(start_year, month, 1, tzinfo=tz), datetime(ey, em, 1, tzinfo=tz),
-                   "season")
-
-
-def _count(word: str) -> int | None:
-    """A number word; ``None`` means "a few/several"."""
-    word = " ".join(word.lower().split())
-    if word in ("a few", "few", "several"):
-        return None
-    if "couple" in word:
-        return 2
-    if word.isdigit():
-        return int(word)
-    return _NUMBER_WORDS[word]
-
-
-def _shift_unit(local: datetime, unit: str, n: int, span: int = 1) -> _Window:
-    """The calendar unit ``n`` units from the one containing ``local`` (negative = past)."""
-    tz = local.tzinfo
-    today = local.date()
-    unit = unit.lower().rstrip("s")
-    if unit == "weekend":
-        monday = today - timedelta(days=today.weekday())
-        start = _weekend_window(monday + timedelta(weeks=n), tz)
-        if span == 1:
-            return start
-        last = _weekend_window(monday + timedelta(weeks=n + span - 1), tz)
-        return _Window(start.start, last.end, "span")
-    if unit == "day":
-        return _day_window(today + timedelta(days=n), tz, span)
-    if unit == "week":
-        monday = today - timedelta(days=today.weekday())
-        return _week_window(monday + timedelta(weeks=n), tz, span)
-    if unit == "month":
-        y, m = _shift_month(today.year, today.month, n)
-        window = _month_window(y, m, tz, span)
-        return window if span == 1 else _Window(window.start, window.end, "span")
-    window = _year_window(today.year + n, tz, span)
-    return window if span == 1 else _Window(window.start, window.end, "span")
-
-
-def _relative_window(match: re.Match[str], local: datetime) -> _Window:
-    tz = local.tzinfo
-    today = local.date()
-    monday = today - timedelta(days=today.weekday())
-    fixed = match.group("fixed")
-    if fixed:
-        key = " ".join(fixed.lower().split())
-        if key in ("today", "earlier today", "later today"):
-            return _day_window(today, tz)
-        if key == "yesterday":
-            return _day_window(today - timedelta(days=1), tz)
-        if key == "the day before yesterday":
-            return _day_window(today - timedelta(days=2), tz)
-        if key == "tomorrow":
-            return _day_window(today + timedelta(days=1), tz)
-        if key == "the day after tomorrow":
-            return _day_window(today + timedelta(days=2), tz)
-        if key == "tonight":
-            return _Window(_at(today, tz, 18), _at(today + timedelta(days=1), tz, 6), "part")
-        if key == "last night":
-            return _Window(_at(today - timedelta(days=1), tz, 18), _at(today, tz, 6), "part")
-        if key == "this morning":
-            return _Window(_at(today, tz, 6), _at(today, tz, 12), "part")
-        if key == "this afternoon":
-            return _Window(_at(today, tz, 12), _at(today, tz, 18), "part")
-        if key == "this evening":
-            return _Window(_at(today, tz, 18), _at(today + timedelta(days=1), tz), "part")
-        # over the weekend: Monday-Wednesday look back, Thursday-Sunday mean this one
-        if today.weekday() <= 2:
-            return _weekend_window(monday - timedelta(weeks=1), tz)
-        return _weekend_window(monday, tz)
-
-    rel = match.group("rel")
-    if rel:
-        rel = " ".join(rel.lower().split())
-        unit = match.group("relunit").lower()
-        if unit in _WEEKDAYS:
-            wd = _WEEKDAYS.index(unit)
-            if rel == "next":
-                delta = (wd - today.weekday()) % 7 or 7
-                return _day_window(today + timedelta(days=delta), tz)
-            if rel == "this":
-                return _day_window(monday + timedelta(days=wd), tz)
-            delta = (today.weekday() - wd) % 7 or 7
-            return _day_window(today - timedelta(days=delta), tz)
-        if unit in _SEASON_START:
-            return _season(rel, unit, local)
-        if rel in ("the past", "this past"):
-            if unit == "weekend":
-                return _weekend_window(monday - timedelta(weeks=1), tz)
-            end = _at(today + timedelta(days=1), tz)
-            if unit == "week":
-                return _Window(_at(today - timedelta(days=7), tz), end, "span")
-            if unit == "month":
-                y, m = _shift_month(today.year, today.month, -1)
-                day = min(today.day, _days_in_month(y, m))
-                return _Window(_at(date(y, m, day), tz), end, "span")
-            day = min(today.day, _days_in_month(today.year - 1, today.month))
-            return _Window(_at(date(today.year - 1, today.month, day), tz), end, "span")
-        offset = {"last": -1, "this": 0, "next": 1}[rel]
-        if unit == "weekend":
-            return _weekend_window(monday + timedelta(weeks=offset), tz)
-        return _shift_unit(local, unit, offset)
-
-    agonum = match.group("agonum")
-    if agonum:
-        n = _count(agonum)
-        unit = match.group("agounit")
-        if n is None:  # a few = 2..4 units ago
-            return _shift_unit(local, unit, -4, span=3)
-        return _shift_unit(local, unit, -n)
-
-    innum = match.group("innum")
-    if innum:
-        n = _count(innum)
-        unit = match.group("inunit")
-        if n is None:
-            return _shift_unit(local, unit, 2, span=3)
-        return _shift_unit(local, unit, n)
-
-    return _Window(None, None, "none")  # vague
-
-
-def _days_in_month(year: int, month: int) -> int:
-    ny, nm = _shift_month(year, month, 1)
-    return (date(ny, nm, 1) - date(year, month, 1)).days
-
-
-def _season(rel: str, season: str, local: datetime) -> _Window:
-    tz = local.tzinfo
-    year = local.year
-    if rel == "this":
-        if season == "winter" and local.month <= 2:
-            return _season_window(season, year - 1, tz)
-        return _season_window(season, year, tz)
-    if rel == "next":
-        y = year - 1
-        while _season_window(season, y, tz).start <= local:  # type: ignore[operator]
-            y += 1
-        return _season_window(season, y, tz)
-    y = year
-    while _season_window(season, y, tz).end > local:  # type: ignore[operator]
-        y -= 1
-    return _season_window(season, y, tz)
-
-
-def _apply_prefix(window: _Window, prefix: str | None) -> tuple[datetime | None, datetime | None]:
-    prefix = (prefix or "").lower()
-    if prefix in ("since", "from", "beginning", "effective", "as of") or prefix.startswith(
-            "starting"):  # "starting next week": from then on, not only that week
-        return window.start, None
-    if prefix in ("until", "till", "through", "by"):
-        return None, window.end
-    return window.start, window.end
-
-
-def _local(occurred_at: datetime) -> datetime:
-    if occurred_at.tzinfo is None or occurred_at.utcoffset() is None:
-        raise ValueError("occurred_at must be timezone-aware")
-    return occurred_at
-
-
-def resolve_relative_date(
-    expression: str, occurred_at: datetime
-) -> tuple[datetime | None, datetime | None] | None:
-    """Resolve one relative date expression against the observation time.
-
-    Returns ``(relevant_from, relevant_until)`` (half-open, in ``occurred_at``'s time zone),
-    ``(None, None)`` for a recognised expression without a window ("recently"), or ``None``
-    when the expression is not recognised. Accepts every value of
-    :data:`RELATIVE_DATE_EXPRESSIONS` and the other surface forms the extractor knows,
-    optionally prefixed by since/from/until/till/through.
-    """
-    local = _local(occurred_at)
-    match = _REL_FULL.fullmatch(expression.replace("_", " "))
-    if match is None:
-        return None
-    window = _safe_window(_relative_window, match, local)
-    if window is None:  # outside the calendar (year 1, 9999): recognised, no window
-        return None, None
-    return _apply_prefix(window, match.group("prefix"))
-
-
-def _closed_expressions() -> tuple[str, ...]:
-    values = [
-        "today", "tonight", "this morning", "this afternoon", "this evening", "yesterday",
-        "last night", "the day before yesterday", "tomorrow", "the day after tomorrow",
-        "this week", "last week", "next week", "this weekend", "last weekend", "next weekend",
-        "this month", "last month", "next month", "this year", "last year", "next year",
-        "the past week", "the past month", "the past year",
-    ]
-    values += [f"last {day}" for day in _WEEKDAYS]
-    values += [f"next {day}" for day in _WEEKDAYS]
-    values += [f"{rel} {season}" for rel in ("last", "this", "next")
-               for season in ("spring", "summer", "autumn", "winter")]
-    values += ["a few days ago", "a few weeks ago", "a few months ago", "a few years ago"]
-    values += ["a week ago", "a month ago", "a year ago"]
-    values += [f"{n} days ago" for n in range(2, 7)]
-    values += [f"{n} weeks ago" for n in range(2, 5)]
-    values += [f"{n} months ago" for n in range(2, 12)]
-    values += [f"{n} years ago" for n in range(2, 11)]
-    values += ["in a few days", "in a week", "in a few weeks", "in a month", "in a few months"]
-    values += [f"in {n} days" for n in range(2, 7)]
-    values += [f"in {n} weeks" for n in range(2, 5)]
-    values += ["recently"]
-    return tuple(values)
-
-
-#: The closed vocabulary of relative expressions offered to model-backed extractors.
-RELATIVE_DATE_EXPRESSIONS: tuple[str, ...] = _closed_expressions()
-
-
-@dataclass(frozen=True)
-class _DateHit:
-    start: int
-    end: int
-    window: _Window
-    prefix: str | None
-    part_of_claim: bool
-    replacement: str | None  # None: remove the phrase (frames) / keep it (claim dates)
-    value: bool = False  # part of the claim and still its valid time (a schedule's date)
-
-
-def _format_window(window: _Window) -> str | None:
-    start = window.start
-    if start is None or window.end is None:
-        return None
-    if window.unit in ("day", "part"):
-        return f"on {start.day} {start:%B} {start.year}"
-    if window.unit == "week":
-        return f"in the week of {start.day} {start:%B} {start.year}"
-    if window.unit == "weekend":
-        return f"on the weekend of {start.day} {start:%B} {start.year}"
-    if window.unit == "month":
-        return f"in {start:%B} {start.year}"
-    if window.unit == "year":
-        return f"in {start.year}"
-    if window.unit == "season":
-        for name, month in _SEASON_START.items():
-            if month == start.month and name != "fall":
-                return f"in {name} {start.year}"
-    last = window.end - timedelta(days=1)
-    return f"between {start.day} {start:%B} {start.year} and {last.day} {last:%B} {last.year}"
-
-
-def _absolute_window(match: re.Match[str], local: datetime, future: bool) -> _Window | None:
-    tz = local.tzinfo
-    g = match.group
-    if g("isoy"):
-        try:
-            return _day_window(date(int(g("isoy")), int(g("isom")), int(g("isod"))), tz)
-        except ValueError:
-            return None
-    month_token = g("m1") or g("m2") or g("m3")
-    if month_token:
-        month = _MONTHS[month_token.lower().rstrip(".")[:3]]
-        year_text = g("y1") or g("y2") or g("y3")
-        day_text = g("d1") or g("d2")
-        if day_text:
-            day = int(day_text)
-            if year_text:
-                try:
-                    return _day_window(date(int(year_text), month, day), tz)
-                except ValueError:
-                    return None
-            return _infer_year_day(month, day, local, future)
-        if year_text:
-            window = _month_window(int(year_text), month, tz)
-        else:
-            window = _infer_year_month(month, local, future)
-        return _modify(window, g("mod"), "month")
-    year = int(g("y4"))
-    return _modify(_year_window(year, tz), g("mody"), "year")
-
-
-def _modify(window: _Window, modifier: str | None, unit: str) -> _Window:
-    if not modifier or window.start is None:
-        return window
-    modifier = modifier.lower().rstrip("-")
-    start = window.start
-    tz = start.tzinfo
-    if unit == "month":
-        last = _days_in_month(start.year, start.month)
-        bounds = {"early": (1, 11), "mid": (11, 21), "late": (21, last + 1)}[modifier]
-        first = date(start.year, start.month, bounds[0])
-        return _Window(_at(first, tz), _at(first + timedelta(days=bounds[1] - bounds[0]), tz),
-                       "span")
-    months = {"early": (1, 5), "mid": (5, 9), "late": (9, 13)}[modifier]
-    ey, em = _shift_month(start.year, months[1] - 1, 1)
-    return _Window(datetime(start.year, months[0], 1, tzinfo=tz), datetime(ey, em, 1, tzinfo=tz),
-                   "span")
-
-
-def _infer_year_month(month: int, local: datetime, future: bool) -> _Window:
-    year = local.year
-    if future:
-        if month < local.month:
-            year += 1
-    elif month > local.month:
-        year -= 1
-    return _month_window(year, month, local.tzinfo)
-
-
-def _infer_year_day(month: int, day: int, local: datetime, future: bool) -> _Window | None:
-    today = local.date()
-    for year in (today.year, today.year + 1) if future else (today.year, today.year - 1):
-        try:
-            candidate = date(year, month, day)
-        except ValueError:
-            continue
-        if (future and candidate >= today) or (not future and candidate <= today):
-            return _day_window(candidate, local.tzinfo)
-    return None
-
-
-_ABS_HINT = re.compile(r"\d|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)")
-
-
-def _safe_window(build: Callable[..., _Window | None], *args: Any) -> _Window | None:
-    """A date window, or None when it falls outside datetime's calendar (years 1..9999):
-    an observation time at either end of the range must cost the date, never raise
-    (one such message would otherwise stall its whole extraction batch)."""
-    try:
-        return build(*args)
-    except (OverflowError, ValueError):
-        return None
-
-
-def _find_dates(text: str, local: datetime) -> list[_DateHit]:
-    hits: list[_DateHit] = []
-    taken: list[tuple[int, int]] = []
-    for match in _REL.finditer(text):
-        window = _safe_window(_relative_window, match, local)
-        if window is None:
-            continue
-        claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        value = not claim and _value_date(text, match.start(), match.group("prefix"))
-        replacement = None
-        if match.group("poss"):  # "during last week's game" -> "during the game"
-            claim, value, replacement = False, False, "the"
-        elif claim or value:
-            replacement = _format_window(window)
-            if replacement is None and not value:  # a vague date in a claim: leave it
-                continue
-            if replacement is not None and _ENDS_WITH_PREPOSITION.search(
-                    text[:match.start()] + " " + (match.group("prefix") or "")):
-                replacement = re.sub(r"^(?:on|in) ", "", replacement)  # "is on 7 March"
-            claim = True
-        hits.append(_DateHit(match.start(), match.end(), window, match.group("prefix"), claim,
-                             replacement, value))
-        taken.append((match.start(), match.end()))
-    absolute = _ABS.finditer(text) if _ABS_HINT.search(text) else ()
-    future = bool(absolute) and (
-        _FUTURE.search(text) is not None or _PROGRESSIVE.search(text) is not None
-    )
-    for match in absolute:
-        if any(match.start() < e and s < match.end() for s, e in taken):
-            continue
-        prefix = match.group("aprefix")
-        prefix_key = " ".join(prefix.lower().split()) if prefix else None
-        if (match.group("m3") and not match.group("y3")) or match.group("y4"):
-            modifier = match.group("mod") or match.group("mody")
-            if prefix_key not in _ABS_PREFIX_REQUIRED and not modifier:
-                continue
-        claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        value = not claim and _value_date(text, match.start(), prefix_key)
-        if prefix_key in ("since", "from"):
-            tense_future = False
-        elif prefix_key in ("until", "till", "by") or value:
-            tense_future = True  # a schedule's date lies ahead
-        else:
-            tense_future = future
-        absolute_window = _safe_window(_absolute_window, match, local, tense_future)
-        if absolute_window is None:
-            continue
-        hits.append(_DateHit(match.start(), match.end(), absolute_window, prefix_key,
-                             claim or value, None, value))
-    hits.sort(key=lambda hit: hit.start)
-    return hits
-
-
-def _value_date(text: str, start: int, prefix: str | None) -> bool:
-    return _VALUE_DATE_CONTEXT.search(text[:start] + (f"{prefix} " if prefix else "")) \
-        is not None
-
-
-def _choose_window(hits: Iterable[_DateHit]) -> tuple[datetime | None, datetime | None]:
-    frames = [hit for hit in hits
-              if (not hit.part_of_claim or hit.value) and hit.window.unit != "none"]
-    if not frames:
-        return None, None
-    bounded = [h for h in frames if h.window.start is not None and h.window.end is not None]
-    best = frames[0]
-    if len(bounded) > 1:
-        narrowest = min(bounded, key=lambda h: h.window.end - h.window.start)  # type: ignore
-        if all(
-            o.window.start <= narrowest.window.start  # type: ignore[operator]
-            and narrowest.window.end <= o.window.end  # type: ignore[operator]
-            for o in bounded
-        ):
-            best = narrowest
-    return _apply_prefix(best.window, best.prefix)
-
-
-def _remove_dates(text: str, hits: list[_DateHit]) -> str:
-    out: list[str] = []
-    cursor = 0
-    for hit in hits:
-        if hit.part_of_claim and hit.replacement is None:
-            continue
-        out.append(text[cursor:hit.start])
-        if hit.replacement is not None:
-            prefix = hit.prefix
-            out.append(f"{prefix} {hit.replacement}" if prefix else hit.replacement)
-        cursor = hit.end
-    out.append(text[cursor:])
-    return _tidy("".join(out))
-
-
-def strip_relative_dates(text: str, occurred_at: datetime) -> str:
-    """``text`` with relative observation-frame dates removed (as the extractor does)."""
-    local = _local(occurred_at)
-    hits = [
-        hit for hit in _find_dates(text, local)
-        if _REL.fullmatch(text[hit.start:hit.end]) is not None
-    ]
-    return _remove_dates(text, hits)
-
-
-# ============================================================================================
-# Lexicon
-# ============================================================================================
-
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_ADVERBS = _wordset(
-    """really just also never always usually still recently finally often sometimes actually
-    totally definitely absolutely truly honestly seriously literally basically already even
-    only now then ever rarely seldom generally mostly barely hardly simply kinda sorta so
-    personally certainly occasionally currently officially regularly constantly frequently
-    lately all both again sure def soon"""
-)
-_LY_NOT_ADVERB = frozenset({"rely", "apply", "reply", "fly", "supply", "multiply", "imply",
-                            "comply", "ally", "bully", "tally", "belly", "family", "july",
-                            "italy", "holly", "lily", "sally", "emily", "molly", "kelly",
-                            "jelly", "silly", "ugly", "only", "early", "daily", "weekly",
-                            "monthly", "friendly", "lovely", "lonely", "curly", "rally"})
-
-_IRREGULAR_PAST = _wordset(
-    """went got had saw took made met did ran gave came found bought built began wrote won lost
-    left felt thought told said heard sent spent brought caught taught ate drank drove flew
-    swam sang slept kept held paid sold threw wore chose broke fell forgot hid fed led rode knew
-    grew drew stood understood sat became shot fought sought meant dealt lent bent burnt
-    learnt dreamt stuck struck hung shook woke spoke stole froze tore swore bit was were
-    dug lit slid spun swung sprang sank shrank stank wept crept leapt knelt"""
-)
-_AMBIGUOUS_PAST = _wordset("read put cut hit set let hurt quit shut cost spread bet burst cast")
-_PARTICIPLES = _wordset(
-    """been seen done gone taken given eaten written driven known grown shown flown swum sung
-    begun broken chosen spoken stolen forgotten gotten hidden ridden risen fallen worn torn
-    sworn woken frozen drawn thrown blown become come run won met made had got found bought
-    brought thought taught caught felt left kept held told sold paid sent spent built lost
-    heard read put set cut hit let hurt quit shut understood stood sat slept led fed meant
-    dealt"""
-)
-_MODALS = _wordset(
-    """can could will would shall should may might must can't couldn't won't wouldn't
-    shouldn't mustn't cannot"""
-)
-_STATIVE = _wordset(
-    """felt thought knew wanted needed seemed liked loved hated hoped wished believed meant
-    realized realised understood remembered appreciated preferred missed wondered used
-    considered guessed imagined figured noticed"""
-)
-_VERB_BASES = _wordset(
-    """be have do go get make know think take see come want look use find give tell work call
-    try ask need feel become leave put mean keep let begin seem help talk turn start show hear
-    play run move like live believe hold bring happen write provide sit stand lose pay meet
-    include continue set learn change lead understand watch follow stop create speak read
-    allow add spend grow open walk win offer remember love consider appear buy wait serve die
-    send expect build stay fall cut reach kill remain suggest raise pass sell require report
-    decide pull enjoy hate prefer visit attend join finish plan hope study teach cook bake
-    paint draw sing dance swim hike travel drive fly ride climb eat drink sleep wear wish miss
-    adopt volunteer practice practise train marry celebrate organize organise support share
-    post explore relax rest shop clean fix save struggle manage handle apply earn graduate
-    retire quit own rent research check pick choose fight focus admire appreciate care cry
-    laugh smile worry agree disagree recommend mentor coach lift exercise jog bike camp fish
-    garden knit sew blog record film collect feed adore dislike hire found launch design
-    develop sign compete perform listen binge stream skate ski surf code program fail pass
-    prepare practice treasure cherish value miss date host invite throw lead connect inspire
-    motivate encourage feel thank volunteer donate raise foster rescue sponsor teach tutor
-    mentor journal meditate pray vote protest campaign rally attend enroll enrol major minor
-    own drive commute"""
-)
-_BE_FORMS = frozenset({"am", "is", "are", "was", "were", "'s", "'re", "'m", "be", "been"})
-_FINITE = (
-    _BE_FORMS
-    | _MODALS
-    | _IRREGULAR_PAST
-    | {"has", "have", "had", "'ve", "'d", "'ll", "do", "does", "did", "don't", "doesn't",
-       "didn't", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "hadn't"}
-)
-
-_STOPWORDS = _wordset(
-    """a an the and or but so yet nor of to in on at by for with from about as into onto over
-    under up down out off than then that this these those there here it its it's i me my mine
-    myself we us our ours ourselves you your yours yourself he him his she her hers they them
-    their theirs what which who whom whose when where why how all any both each few more most
-    other some such no not only own same too very can will just don't should now is am are was
-    were be been being have has had having do does did doing would could might must shall may
-    'm 're 've 'll 'd 's n't really also still even ever much many lot
-    lots bit thing things stuff something anything everything nothing way ways kind sort
-    well oh yeah yes ok okay sure maybe pretty quite rather super totally definitely
-    absolutely always never usually sometimes often one ones time times day days again back
-    gonna wanna going let lets wait though tho lol haha together here agree agreed"""
-)
-_FLUFF = _wordset(
-    """great awesome amazing cool nice good fantastic wonderful lovely sweet incredible
-    awesome fun exciting excited happy glad thankful grateful stoked pumped thrilled proud
-    sorry sad bummed inspiring inspired powerful special beautiful gorgeous cute adorable
-    hilarious funny crazy wild insane tough hard rough bad terrible awful fine best better
-    worse worst huge big little whole real true sure important vital key true tho enjoyable
-    helpful meaningful rewarding satisfying blessed lucky wow"""
-)
-
-_RELATION_NOUNS = (
-    r"(?:husband|wife|spouse|partner|boyfriend|girlfriend|fianc[eé]e?|ex|son|sons|daughter"
-    r"|daughters|kids?|children|child|baby|babies|mom|mum|mother|dad|father|parents?|sisters?"
-    r"|brothers?|siblings?|cousins?|aunt|aunts|uncle|uncles|niece|nieces|nephew|nephews"
-    r"|grand(?:ma|pa|mother|father|parents?|kids?|sons?|daughters?|children)|in-laws?"
-    r"|(?:mother|father|sister|brother|son|daughter)-in-law|family|friends?|bff|bestie"
-    r"|colleagues?|coworkers?|co-workers?|boss|manager|mentor|mentee|roommates?|flatmates?"
-    r"|neighbou?rs?|classmates?|teammates?|stepmom|stepdad|stepson|stepdaughter|twin)"
-)
-_RELATION_PREDICATE = re.compile(
-    r"\b(?:married|engaged|dating|divorced|separated|widowed|broke\s+up|broken\s+up|split\s+up"
-    r"|works?\s+with|worked\s+with|working\s+with|related\s+to|in\s+a\s+relationship"
-    r"|moved\s+in\s+with|proposed\s+to)\b"
-)
-_RELATION_NOUN_USE = re.compile(
-    rf"(?:\b(?:my|our|[a-z]+\s+'s)\s+(?:[a-z'-]+\s+)?{_RELATION_NOUNS}\b"
-    rf"|\b(?:have|has|had|got)\s+(?:a|an|no|two|three|four|five|six|\d+)\s+(?:[a-z'-]+\s+)?"
-    rf"{_RELATION_NOUNS}\b)"
-)
-_PREFERENCE_VERBS = _wordset(
-    """like likes liked love loves loved loving enjoy enjoys enjoyed enjoying hate hates hated
-    prefer prefers preferred adore adores adored dislike dislikes disliked recommend
-    recommends recommended"""
-)
-_PREFERENCE_BLOCK_BEFORE = _wordset(
-    """look looks looked looking feel feels felt feeling seem seems seemed sound sounds
-    sounded be is was are were 's 're am 'm been something anything nothing more much act acts
-    acted exactly kind sort stuff me him her us them you it this that my your our their the a
-    an of with and or for to in on at from giving give gave got just would 'd"""
-)
-_PREFERENCE_PHRASE = re.compile(
-    r"(?:\b(?:am|is|are|was|were|really|so|totally|been)|'m|'re|'s)\s+into\b"
-    r"|\b(?:favou?rites?|fan\s+of|big\s+fan"
-    r"|keen\s+on|passionate\s+about|obsessed\s+with|crazy\s+about|can\s+not\s+stand"
-    r"|can't\s+stand|fond\s+of|can\s+not\s+get\s+enough|can't\s+get\s+enough)\b"
-)
-_SKILL = re.compile(
-    r"\b(?:can|could)\s+(?:(?:really|also|actually|now|even|still|totally)\s+)?(?:speak|play|cook"
-    r"|bake|swim|code|program|drive|dance|sing|paint|draw|write|knit|sew|ski|snowboard|surf"
-    r"|skate|fix|repair|build|run|ride|climb|design|edit|translate|juggle|type|read)\b"
-    r"|\bknows?\s+how\s+to\b|\bknew\s+how\s+to\b"
-    r"|\b(?:good|great|skilled|talented|proficient|experienced|decent|excellent|expert|pro)\s+"
-    r"(?:at|in)\b"
-    r"|\b(?:skilled|fluent|proficient|certified|qualified|licensed)\b"
-    r"|\blearn(?:ed|t)\s+(?:how\s+)?to\b|\btaught\s+(?:myself|himself|herself|themselves)\b"
-    r"|\bspeaks?\s+(?:fluent\s+)?(?:english|spanish|french|german|italian|portuguese|chinese"
-    r"|mandarin|cantonese|japanese|korean|arabic|russian|hindi|dutch|swedish|polish|turkish"
-    r"|greek|hebrew)\b"
-)
-
-_RESTRICTED_I = re.compile(
-    r"\b(?:pass(?:word|code|phrase)s?|pin\s+(?:code|number)|my\s+pin|social\s+security"
-    r"|passport\s+(?:number|no\b|#)|(?:credit|debit)\s+card\s+(?:number|no\b|details|#)"
-    r"|card\s+number|cvv|cvc|security\s+code|(?:bank\s+)?account\s+(?:number|no\b|#)"
-    r"|routing\s+number|sort\s+code|iban|swift\s+code|api\s+(?:key|token)|secret\s+key"
-    r"|private\s+key|access\s+token|auth\s+token|(?:driver'?s\s+)?licen[cs]e\s+number"
-    r"|tax\s+id|national\s+(?:insurance|id)\s+number|(?:a|my|our|the|big)\s+secret"
-    r"|don't\s+tell\s+anyone)\b",
-    re.I,
-)
-_RESTRICTED_CASED = re.compile(r"\bPIN\b|\bSSN\b|\b\d{3}-\d{2}-\d{4}\b|\b(?:\d[ -]?){12,18}\d\b")
-_PERSONAL = re.compile(
-    r"\b(?:diagnos\w*|therap(?:y|ist|ists|ies)|medicat\w*|meds|prescri(?:bed|ption)\w*"
-    r"|depress\w*|anxiety|panic\s+attacks?|adhd|autis\w*|bipolar|ptsd|ocd|cancer|chemo\w*"
-    # Being in hospital is health; working at one is a job ("a nurse at St. Mary's Hospital").
-    r"|tumou?rs?|diabet\w*|asthma|surgery|surgeries|hospitali[sz]\w*|illness|disease"
-    r"|(?:in|into|to|from|out\s+of|left\s+the|admitted\s+to)\s+(?:the\s+)?hospital"
-    r"|hospital\s+(?:stay|visit|bed|room|appointment)s?|(?:er|a&e|emergency\s+room)\s+visit"
-    r"|disorder|disabilit\w*|disabled|pregnan\w*|miscarriage|infertil\w*|ivf|rehab|sobriety"
-    r"|sober|addict\w*|alcoholi\w*|overdose|hiv|psychiatr\w*|my\s+mental\s+health"
-    r"|mental\s+illness|eating\s+disorder|anorexi\w*|bulimi\w*|insulin|chronic\s+pain"
-    r"|migraines?|injur\w*|concussion|gay|lesbian|bisexual|queer|lgbt\w*|transgender|trans"
-    r"|transition(?:ing|ed)?|non-?binary|genderqueer|genderfluid|asexual|pansexual"
-    r"|coming\s+out|came\s+out\s+(?:as|to)|come\s+out\s+(?:as|to)|sexual\s+orientation"
-    r"|sexuality|gender\s+identity|pronouns|pride\s+(?:parade|march|month|event|festival|flag)|religio\w*|church\w*|mosque|synagogue|christian\w*"
-    r"|catholic\w*|protestant|muslim|islam\w*|jewish|judaism|hindu\w*|buddhis\w*|sikh\w*"
-    r"|atheis\w*|agnostic|pray\w*|bible|quran|koran|torah|my\s+faith|spiritual\w*|baptiz\w*"
-    r"|baptis\w*|ramadan|passover|politic\w*|democrat\w*|republican\w*|left-wing|right-wing"
-    r"|voted?\s+for|voting\s+for|election\w*|ballot|activis\w*|(?:labou?r|green|conservative"
-    r"|liberal)\s+party|union\s+member\w*|debts?|in\s+debt|loans?|mortgage|salary|salaries"
-    r"|income|paycheck|wages?|bankrupt\w*|savings|credit\s+score|net\s+worth|owe[sd]?"
-    r"|taxes|tax\s+return|laid\s+off|unemploy\w*|fired(?!\s+up)|inheritance|alimony"
-    r"|child\s+support|ethnicity|immigration\s+status|undocumented|criminal\s+record"
-    r"|arrested|convicted|prison|jail|probation)\b",
-    re.I,
-)
-
-
-def classify_sensitivity(text: str) -> str:
-    """``restricted``, ``personal`` or ``internal`` for a piece of text (never ``public``)."""
-    if _RESTRICTED_I.search(text) or _RESTRICTED_CASED.search(text):
-        return "restricted"
-    if _PERSONAL.search(text):
-        return "personal"
-    return "internal"
-
 
 # ============================================================================================
 # Text utilities
@@ -896,22 +177,6 @@ _QUOTE_MAP = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d
                             "\u00a0": " ", "\u2032": "'"})
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
 _PIECE = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|\s+|.", re.S)
-
-
-_TIDY_STEPS = (
-    (re.compile(r"\s+"), " "),
-    (re.compile(r"\s+([,.;:!?])"), r"\1"),
-    (re.compile(r"([,;:])\1+"), r"\1"),
-    (re.compile(r",\s*,"), ","),
-    (re.compile(r"^[\s,;:.!?-]+"), ""),
-    (re.compile(r"[\s,;:-]+$"), ""),
-)
-
-
-def _tidy(text: str) -> str:
-    for pattern, replacement in _TIDY_STEPS:
-        text = pattern.sub(replacement, text)
-    return text.strip()
 
 
 _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"')\]]*(?=\s|$)|\n+")
@@ -943,15 +208,16 @@ _INTERJECTIONS = (
     r"|a\s+different|a\s+side|a\s+related|that|a\s+brighter|a\s+lighter)\s+note|speaking\s+of"
     r"\s+which|also|plus|and|but|so|honestly|actually|seriously|basically|guess\s+what"
     r"|believe\s+it\s+or\s+not|funny\s+enough|fun\s+fact|to\s+be\s+honest|tbh|in\s+fact"
-    r"|you\s+know\s+what|you\s+know|then|still|now|oh\s+yeah|oh\s+my\s+god|gosh|geez"
+    r"|you\s+know\s+what|you\s+know|then|still|now|oh\s+yeah|oh\s+my\s+god|gosh|geez|ha+"
+    r"|fyi|fair\s+enough"
 )
 _PUNCT_INTERJECTIONS = (
     r"great|awesome|cool|nice|sweet|sure|true|right|exactly|totally|absolutely|definitely"
     r"|indeed|agreed|man|dude|bro|buddy|fair\s+enough|sure\s+thing|of\s+course|for\s+sure"
-    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|\w+ly"
+    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|fair|noted|\w+ly"
 )
 _LEADING_MARKER = re.compile(
-    rf"^(?:(?:{_INTERJECTIONS})(?=[\s,!.:;-]|$)|(?:{_PUNCT_INTERJECTIONS})(?=\s*[,!.:;-]))"
+    rf"^(?:(?:{_INTERJECTIONS})(?=[\s,!.:;-]|$)|(?:{_PUNCT_INTERJECTIONS})(?=\s*(?:[,!.:;-]|$)))"
     rf"[\s,!.:;-]*",
     re.I,
 )
@@ -1061,6 +327,10 @@ _DROP_START = re.compile(r"^(?:if|unless|let's|lets|let\s+me|imagine|hope\s+you|
                          re.I)
 _DROP_ANY = re.compile(
     r"\bwonder(?:ing)?\s+(?:if|whether)\b|\bcan\s+(?:just\s+|only\s+)?imagine\b"
+    # thanks in other words: "I really appreciate your help"
+    r"|\bappreciate(?:s|d)?\s+(?:your|you|it|that|this|all\s+(?:your|the|of))\b"
+    # a passing mood with nothing it is about: "I'm feeling hopeful and optimistic"
+    r"|^I(?:'m|\s+am)\s+(?:\w+ly\s+|so\s+|just\s+)*feeling\s+\w+(?:\s*,?\s*(?:and|but)\s+\w+)?\W*$"
     r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b",
     re.I,
 )
@@ -1080,19 +350,27 @@ _ADVICE_MODAL = re.compile(
     r"still|absolutely)\s+)*(?:should|shoulda|could|can(?!')|might\s+want\s+to|may\s+want\s+to|"
     r"need\s+to|have\s+to|gotta|ought\s+to|oughta)\b",
     re.I)
-# Sign-offs that read like advice but say nothing ("Take care, talk soon").
-_FAREWELL = re.compile(
-    r"\b(?:take\s+care|talk\s+(?:to\s+you\s+)?(?:soon|later)|catch\s+(?:you|ya)\s+"
-    r"(?:later|soon)|see\s+(?:you|ya)\s+(?:later|soon)|have\s+(?:a\s+)?(?:great|good|nice|fun)"
-    r"(?:\s+(?:day|time|night|weekend|one))?|keep\s+(?:it|that)\s+up|keep\s+(?:me|you|ya)\s+posted"
-    r"|check\s+(?:it|this|that)\s+out|good\s+luck)\b",
+# "You're a lifesaver", "you are such a great painter", "you must be so proud": how the
+# speaker sees the listener, not a fact about them. "You're moving", "you're in Berlin",
+# "you're off" stay.
+_LISTENER_EVALUATION = re.compile(
+    r"^(?:you|ya|u)(?:'re|\s+are|\s+were|\s+must\s+be|\s+look|\s+sound|\s+seem)\s+"
+    r"(?!(?:\w+ing|in|at|from|on|off|away|back|with|into|not\s+\w+ing)\b)"
+    # "you'll love it", "you'd like it there": a guess at the listener's taste
+    r"|^(?:you|ya|u)(?:'ll|\s+will|'d|\s+would|\s+are\s+going\s+to|'re\s+going\s+to)\s+"
+    r"(?:(?:really|totally|definitely|absolutely|so)\s+)*(?:love|like|enjoy|adore|hate)\b",
     re.I)
-_FIRST_PERSON_SUBJECT = re.compile(r"\b(?:I|I'm|I've|I'd|I'll)\b")
+# "It would be awesome to go", "that'd be fun": a wish, not what is the case.
+_HYPOTHETICAL = re.compile(r"^(?:it|that|this)(?:\s+would|'d)\s+be\b", re.I)
+# "That work setup looks nice", "Painting looks like a great outlet": a reaction to what
+# was shown or said, not a claim.
+_EVALUATION = re.compile(
+    r"^(?:[\w'-]+\s+){0,4}?(?:looks?|sounds?|seems?|looked|sounded|seemed)\b", re.I)
 _FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
 _CLAUSE_SEPARATOR = re.compile(
     r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*|\s*-{2,}\s*"
     r"|(?P<comma>\s*,\s+)(?=(?:I|I'm|I've|I'd|I'll|[Ww]e|[Ww]e're|[Ww]e've|[Hh]e|[Ss]he|[Tt]hey"
-    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's)\s)"
+    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's|[Yy]ou'll|[Yy]ou'd|[Yy]ou're|[Yy]ou've)\s)"
 )
 _SUBORDINATOR = re.compile(
     r"^\W*(?:when|while|because|since|although|though|after|before|as|once|until|if|unless"
@@ -1126,7 +404,7 @@ _ADVICE_VERBS = _wordset(
     """take check keep look stay enjoy go come give tell try make get be remember don't
     dont do talk catch say send show stop consider call text ask bring grab hang hold mind
     trust believe listen read watch follow find start join visit use put focus avoid
-    practice practise write plan buy pick set leave spend share"""
+    practice practise write plan buy pick set leave spend share ping dm email message"""
 )
 _ELLIPTICAL = {
     "gonna": "I'm", "going": "I'm", "been": "I've", "got": "I", "just": "I", "went": "I",
@@ -1140,16 +418,10 @@ _ELLIPTICAL = {
 }
 
 
-def _is_adverb(low: str) -> bool:
-    return low in _ADVERBS or (low.endswith("ly") and len(low) > 4 and low not in _LY_NOT_ADVERB)
 
 
-_NOT_PAST = _wordset("shed sled bed red wed hundred sacred naked wicked kindred")
 
 
-def _is_regular_past(low: str) -> bool:
-    return (len(low) > 3 and low.endswith("ed") and not low.endswith("eed") and low.isalpha()
-            and low not in _NOT_PAST)
 
 
 def _third_person_s(low: str) -> str | None:
@@ -1421,7 +693,8 @@ def _starts_with_subject(right: str, peers: _Peers) -> bool:
     first = toks[i].lower()
     nxt = toks[i + 1].lower() if i + 1 < len(toks) else ""
     if first in ("i'm", "i've", "i'd", "i'll", "we're", "we've", "we'd", "we'll", "it's",
-                 "he's", "she's", "they're", "they've", "you're", "you've", "that's",
+                 "he's", "she's", "they're", "they've", "you're", "you've", "you'll", "you'd",
+                 "that's",
                  "there's"):
         return True
     if first in ("i", "we", "he", "she", "they", "it", "you", "this", "that", "there"):
@@ -1518,7 +791,10 @@ def _clauses(text: str, start: int, end: int, peers: _Peers) -> list[tuple[int, 
             left_tail, _offset_of_token(left_tail, len(left_words) - 1)
         ):
             continue  # "Hope you and your family like it"
-        if _starts_with_subject(right, peers):
+        right_words = _tokens(right)
+        request = (match.group().strip(" ,").lower() == "so" and bool(right_words)
+                   and right_words[0].lower() in _ADVICE_VERBS)  # "..., so ping me"
+        if request or _starts_with_subject(right, peers):
             spans.append((cursor, match.start()))
             cursor = match.end()
     spans.append((cursor, end))
@@ -1662,6 +938,9 @@ def _classify_subject(text: str, peers: _Peers) -> _Subject | None:
     return None
 
 
+_AVAILABILITY = re.compile(
+    r"(?:\b(?:am|is|are|was|were|be)|'m|'re|'s)\s+(?:\w+ly\s+|all\s+)?(?:off|away|out|back|home"
+    r"|free|busy|around|available|unavailable|on\s+(?:leave|vacation|holiday|call))\b")
 _MAIN_VERB_IF_OBJECT = frozenset({"going", "have", "has", "had", "'ve", "'d"})
 _DETERMINERS = _wordset(
     "a an the my our your his her their this that these those some two three four five no "
@@ -1712,16 +991,9 @@ def _subject_index(words: list[str], subject: _Subject, peer_names: set[str]) ->
     return 0
 
 
-_ED_ADJECTIVES = _wordset(
-    """tired excited married interested bored scared worried stressed exhausted amazed
-    surprised thrilled pleased relieved impressed inspired motivated overwhelmed blessed
-    obsessed engaged retired annoyed frustrated confused disappointed embarrassed ashamed
-    delighted terrified frightened shocked stunned touched moved satisfied determined
-    dedicated committed involved concerned prepared supposed used allowed"""
-)
 
 
-def _event(words: list[str], start: int, future_dated: bool, durative: bool = False) -> bool:
+def _event(words: list[str], start: int, durative: bool = False) -> bool:
     i = start
     while i < len(words) and (_is_adverb(words[i]) or words[i] == "not"):
         i += 1
@@ -1738,9 +1010,9 @@ def _event(words: list[str], start: int, future_dated: bool, durative: bool = Fa
     if head in ("will", "'ll", "shall", "would", "'d", "gonna") or (
         head in ("am", "'m", "is", "are", "'re", "'s") and nxt in ("going", "gonna", "off")
     ):
-        return future_dated
+        return False  # a plan is a fact, dated or not
     if head in ("am", "'m", "is", "are", "'re", "'s"):
-        return future_dated and nxt.endswith("ing")
+        return False
     if head in ("was", "were"):
         return (nxt.endswith("ing") and nxt not in ("going",)) or (
             (_is_regular_past(nxt) or (nxt in _PARTICIPLES and nxt not in _VERB_BASES))
@@ -1763,11 +1035,7 @@ def _event(words: list[str], start: int, future_dated: bool, durative: bool = Fa
         return False
     if head in _STATIVE:
         return False
-    if head in _IRREGULAR_PAST or _is_regular_past(head):
-        return True
-    if head in ("plan", "plans", "planning", "hope", "hoping", "hopes", "intend", "intends"):
-        return future_dated
-    return False
+    return head in _IRREGULAR_PAST or _is_regular_past(head)
 
 
 _LIKE_SUBJECTS = frozenset({"i", "we", "you", "they", "he", "she", "who", "people", "kids",
@@ -1801,14 +1069,12 @@ def _has_preference(words: list[str], names: set[str]) -> bool:
     return False
 
 
-_WORD_SPLIT = re.compile(r"[^a-z0-9'-]+")
 _DURATIVE = re.compile(r"\b(?:since|for\s+(?:\w+\s+)?(?:years|months|weeks|decades|ages|a\s+while|"
                        r"a\s+long\s+time|\w+\s+(?:years|months|weeks)))\b")
 
 
 def _kind(
-    analysis: str, subject: _Subject, peer_names: set[str], future_dated: bool,
-    durative: bool = False,
+    analysis: str, subject: _Subject, peer_names: set[str], durative: bool = False,
 ) -> str:
     words = [w for w in _WORD_SPLIT.split(analysis) if w]
     if _RELATION_PREDICATE.search(analysis):
@@ -1822,8 +1088,7 @@ def _kind(
     if "," in analysis and _SUBORDINATOR.match(analysis):  # "when I was young, I went..."
         main = analysis.split(",", 1)[1]
     main_words = [w for w in _WORD_SPLIT.split(main) if w]
-    if _event(main_words, _subject_index(main_words, subject, peer_names), future_dated,
-              durative):
+    if _event(main_words, _subject_index(main_words, subject, peer_names), durative):
         return "event"
     if _RELATION_NOUN_USE.search(analysis):
         return "relation"
@@ -1905,10 +1170,20 @@ class RuleBasedExtractor:
             if _is_question(sentence):
                 continue
             antecedent: str | None = None
+            frame: ExtractedClaim | None = None
             for c_start, c_end in _clauses(text, s_start, s_end, peers):
                 claim = self._clause(message, text, c_start, c_end, peers, local, addressees,
                                      antecedent)
                 if claim is not None:
+                    if (frame is not None and claim.kind == "event"
+                            and claim.relevant_from is None and claim.relevant_until is None):
+                        # "My laptop died yesterday, so I bought a new one": one sentence
+                        # telling what happened in a row shares its time frame
+                        claim = replace(claim, relevant_from=frame.relevant_from,
+                                        relevant_until=frame.relevant_until)
+                    if claim.kind == "event" and claim.relevant_from is not None and (
+                            claim.relevant_until is not None):
+                        frame = claim
                     claims.append(claim)
                 changed = _CHANGED_THING.match(text[c_start:c_end])
                 antecedent = changed.group("thing") if changed else None
@@ -1963,11 +1238,17 @@ class RuleBasedExtractor:
             return None
 
         subject = _classify_subject(work, peers)
-        if subject is None or (subject.mode == "listener" and _ADVICE_MODAL.match(work)):
-            # "You should read it" is the speaker's advice, not a fact about the listener
+        if subject is not None and subject.mode == "listener" and (
+                _ADVICE_MODAL.match(work) or _LISTENER_EVALUATION.match(work)):
+            # "You should read it" is advice and "You're a lifesaver" an evaluation of the
+            # listener: neither says what is true of anyone
+            return None
+        if subject is not None and subject.mode == "mention" and (
+                work.split(None, 1)[0].lower() in _IMPERATIVES | _ADVICE_VERBS):
+            return None  # "Ping me if you get stuck": a request, not a fact about the speaker
+        if subject is None:
             return self._reported(message, text, start, end, clause, work, peers,
-                                  addressee_keys, relevant_from, relevant_until, hedged,
-                                  advice=subject is not None)
+                                  addressee_keys, relevant_from, relevant_until, hedged)
         addressee_name: str | None = None
         if subject.mode == "listener" or _YOU.search(work):
             if len(set(addressee_keys)) != 1:
@@ -1993,15 +1274,13 @@ class RuleBasedExtractor:
             for part in name.split()
         }
         content, copular = _content_words(analysis, subject_names)
-        if content < 2 and not (copular and content >= 1):
+        available = (copular and (relevant_from is not None or relevant_until is not None)
+                     and _AVAILABILITY.search(analysis) is not None)  # "I'm off next week"
+        if content < 2 and not (copular and content >= 1) and not available:
             return None
-        ends_later = relevant_until is not None and relevant_until > local
-        starts_later = relevant_from is not None and relevant_from > local
-        future_dated = (ends_later or starts_later) and (
-            _FUTURE.search(work) is not None or _PROGRESSIVE.search(work) is not None
-        )
         durative = relevant_from is not None and relevant_until is None
-        kind = _kind(analysis, subject, peer_names, future_dated, durative)
+        # kind is the durable meaning: a plan is a fact with or without a date
+        kind = _kind(analysis, subject, peer_names, durative)
         speaker_name = message.speaker_name.strip() or message.speaker_key
         statement = _finish_statement(_rewrite(work, speaker_name, addressee_name))
         if not statement or len(_tokens(statement)) < 2:
@@ -2025,7 +1304,6 @@ class RuleBasedExtractor:
         relevant_from: datetime | None,
         relevant_until: datetime | None,
         hedged: bool,
-        advice: bool = False,
     ) -> ExtractedClaim | None:
         """Step 9: a declarative clause whose subject cannot be resolved ("They eat
         vegetables", "It's a mix of drama and romance", "The Hobbit is great") or that has
@@ -2036,23 +1314,22 @@ class RuleBasedExtractor:
         if not toks:
             return None
         low = toks[0].lower()
-        told = advice and len(set(addressee_keys)) == 1
-        if advice and not told:
+        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES):
+            # advice or a request ("Make sure you watch other videos first", "Keep going"):
+            # what the speaker wants, not what is true of anyone
             return None
-        if not advice and low not in _UNRESOLVED and (low in _IMPERATIVES
-                                                      or low in _VERB_BASES):
-            # Advice or a request: kept only when the listener is known, as what the
-            # speaker told them ("Joanna told Nate: watch other videos first"); "Check it
-            # out" and "Keep it up" fail the content test below.
-            if (low not in _ADVICE_VERBS or len(set(addressee_keys)) != 1
-                    or _FIRST_PERSON_SUBJECT.search(work)):
-                return None  # "Don't feel like I'm ...": the speaker's own elided "I"
-            told = True
-        if not told and (_YOU.fullmatch(toks[0]) or low in ("your", "yours")):
+        if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
             return None  # about the listener, who is not named here
+        if _EVALUATION.match(work) or _HYPOTHETICAL.match(work):
+            return None  # "That work setup looks nice", "It would be awesome to go"
+        head, comma, tail = work.partition(",")
+        imperative = re.match(r"\s*(?:please\s+)?([A-Za-z]+)\s", tail)
+        if comma and imperative and imperative.group(1).lower() in _ADVICE_VERBS and (
+                not _has_finite_clause(head)):
+            return None  # "Toronto in March, bring a heavy coat!": advice
         speaker_key = message.speaker_key
         addressee_name: str | None = None
-        if _YOU.search(work) or told:
+        if _YOU.search(work):
             if len(set(addressee_keys)) != 1:
                 return None
             addressee_name = self._display_name(clause, text, addressee_keys[0], peers)
@@ -2060,10 +1337,9 @@ class RuleBasedExtractor:
         names = {"i", "me", "we", "us"} | {
             part for name in peers.by_name for part in name.split()
         }
-        # sign-offs are no content of advice ("Take care, talk soon")
-        content, _ = _content_words(_expand(_FAREWELL.sub(" ", work) if told else work), names)
-        if content < (3 if told and not advice else 2):
-            return None  # "That's so sweet!", "Sounds awesome!", "Take care, talk soon"
+        content, _ = _content_words(_expand(work), names)
+        if content < 2:
+            return None  # "That's so sweet!", "Sounds awesome!"
         quote = work.find('"')
         if work.count('"') % 2 and quote > 0 and work[quote - 1].isalnum() and (
             quote + 1 == len(work) or not work[quote + 1].isalnum()
@@ -2071,16 +1347,12 @@ class RuleBasedExtractor:
             work = '"' + work  # the span strip took the opening quote of a title
         speaker_name = message.speaker_name.strip() or speaker_key
         body = _rewrite(work, speaker_name, addressee_name)
-        # "Cooking is..." -> "said cooking is...", "Make sure..." -> "told Nate: make
-        # sure..."; a capital that may be a name stays, and so does advice's "Nate should"
-        if not advice and body[:1].isupper() and (told or low in _STOPWORDS
-                                                  or low in _UNRESOLVED or _is_adverb(low)
-                                                  or low.endswith("ing")):
+        # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
+        if body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED or _is_adverb(low)
+                                   or low.endswith("ing")):
             body = body[0].lower() + body[1:]
         verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
         joiner = " said: " if verbless else " said "
-        if told:
-            joiner = f" told {addressee_name}: "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
         # what was said is a fact about the speaker; "she loves painting" is no preference
@@ -2098,3 +1370,90 @@ class RuleBasedExtractor:
         names = sorted((n for n, peer_key in peers.by_name.items() if peer_key == key),
                        key=lambda n: (-len(n), n))
         return names[0].title() if names else key
+
+
+# ============================================================================================
+# Documents
+# ============================================================================================
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Sentence offsets of prose: a period after an abbreviation ("St. Mary's", "Dr.") or
+    an initial ends no sentence."""
+    return _sentences(text)
+
+
+@dataclass(frozen=True)
+class DocumentStatement:
+    statement: str
+    kind: str
+    relevant_from: datetime | None
+    relevant_until: datetime | None
+
+
+# Sentences of a document that are about the document, not the world.
+_BOILERPLATE = re.compile(
+    r"^(?:thank\s+you|thanks|welcome\s+to|see\s+(?:also|below|above)|table\s+of\s+contents"
+    r"|contents|page\s+\d+|copyright|all\s+rights\s+reserved)\b", re.I)
+
+
+_AND = re.compile(r",?\s+and\s+(?:(?:also|already|then|now|still|even)\s+)*")
+
+
+def _shared_subject_parts(text: str) -> list[str]:
+    """"Kofi leads the guild and mentors two engineers" -> "Kofi leads the guild",
+    "Kofi mentors two engineers": two predicates of one subject are two claims. Only
+    when the subject is a short noun phrase or name before the first verb and the word
+    after "and" is a verb with something after it ("has cats and dogs" stays whole)."""
+    tokens = _tokens(text)
+    verb_at = next((i for i, t in enumerate(tokens[:5]) if i and _is_finite_verb_strict(
+        t.lower())), None)
+    if verb_at is None:
+        return [text]
+    first = tokens[0]
+    if not (first[:1].isupper() or first.lower() in ("the", "a", "an", "our", "this")):
+        return [text]
+    subject = text[:_offset_of_token(text, verb_at)].strip()
+    for match in _AND.finditer(text, _offset_of_token(text, verb_at)):
+        right = text[match.end():]
+        right_tokens = _tokens(right)
+        left_tokens = _tokens(text[:match.start()])
+        if (len(right_tokens) < 2 or right_tokens[0][:1].isupper()
+                or not _is_finite_verb_strict(right_tokens[0].lower())
+                or len(left_tokens) < verb_at + 2):
+            continue
+        return [text[:match.start()].rstrip(" ,") + ".",
+                *_shared_subject_parts(f"{subject} {right}")]
+    return [text]
+
+
+def document_statements(sentence: str, occurred_at: datetime,
+                        subject_names: Iterable[str] = ()) -> list[DocumentStatement]:
+    """The claims of one declarative sentence of a document, about the scope (or the peer
+    it starts with, named by ``subject_names``): one per predicate of its subject; dates
+    that frame one become its valid time (the chat rules of step 5 with the version's time
+    as the reference) and a relative one leaves the text or, when it is the claim, becomes
+    an absolute date; kind by meaning as in step 4. None for a sentence without a finite
+    verb or full stop ("Table of contents") or addressed to the reader ("Thank you for
+    reading this handbook")."""
+    local = _local(occurred_at)
+    text = sentence.translate(_QUOTE_MAP).strip()
+    if _BOILERPLATE.match(text) or not (_has_finite_clause(text) or text.endswith((".", "!"))):
+        return []
+    names = {part for name in subject_names for part in name.lower().split()}
+    out: list[DocumentStatement] = []
+    for part in _shared_subject_parts(text):
+        hits = _find_dates(part, local)
+        # A document's own absolute dates stay in its text (they name the thing: "the
+        # incident on February 12"); relative ones leave it or become absolute, as in chat.
+        relative = [hit for hit in hits if _REL.fullmatch(part[hit.start:hit.end]) is not None
+                    or hit.replacement is not None]
+        statement = _tidy(_remove_dates(part, relative) if relative else part).strip()
+        if len(_tokens(statement)) < 2:
+            continue
+        relevant_from, relevant_until = _choose_window(hits)
+        durative = relevant_from is not None and relevant_until is None
+        kind = _kind(_expand(statement), _Subject("peer" if names else "scope", ""), names,
+                     durative)
+        out.append(DocumentStatement(_finish_statement(statement), kind, relevant_from,
+                                     relevant_until))
+    return out

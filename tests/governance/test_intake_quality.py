@@ -329,3 +329,22 @@ def test_a_date_that_is_the_claim_still_ends_an_appointment() -> None:
                              relevant_until=datetime(2026, 11, 1, tzinfo=UTC), said_at=said,
                              statement="Alice went to a support group.")
     assert history["expires_at"] is None and history["revalidate_after"] is None
+
+
+def test_document_claims_split_no_sentence_at_an_abbreviation_and_carry_valid_time() -> None:
+    from datetime import UTC, datetime
+
+    from governance.intake.pipeline import document_claims
+
+    text = ("Tom Becker works at St. Mary's Hospital on weekends.\n"
+            "The office will be closed tomorrow for maintenance.\nTable of contents")
+    claims = document_claims(text, names={"tom": "tom"},
+                             occurred_at=datetime(2026, 3, 2, 8, tzinfo=UTC))
+    assert [(c.statement, c.subject_peer_key) for c, _ in claims] == [
+        ("Tom Becker works at St. Mary's Hospital on weekends.", "tom"),
+        ("The office will be closed for maintenance.", None)]
+    closed = claims[1][0]
+    assert (closed.relevant_from, closed.relevant_until) == (
+        datetime(2026, 3, 3, tzinfo=UTC), datetime(2026, 3, 4, tzinfo=UTC))
+    assert claims[0][0].sensitivity == "internal"  # an employer that is a hospital
+    assert text[slice(*claims[1][0].evidence_span)].strip() == claims[1][1]
