@@ -9,8 +9,8 @@
    lists within the remaining time.
 4. Disagreement is computed on the raw lists, then score-aware fusion orders them.
 5. Rerank (profiles with `rerank`): the configured generation provider reorders the
-   fused head within the reserved allowance (retrieval.rerank); without a provider the
-   result says `skipped: no_provider` and the fused order stands.
+   fused head within the reserved allowance, or without one MaxSim over the encoder's
+   token embeddings does (retrieval.rerank).
 """
 
 from __future__ import annotations

@@ -41,14 +41,14 @@ def _ids(body: dict) -> list[str]:
 
 
 def _fused(live_server, key, settings, **body) -> list[str]:
-    """The fused order: the same search with no provider configured."""
-    url = settings.MEMHOUSE_LLM_BASE_URL
-    settings.MEMHOUSE_LLM_BASE_URL = ""
-    try:
+    """The fused order: the same search with thorough's rerank switched off."""
+    from retrieval.profiles import BASE_PROFILES
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(BASE_PROFILES, "thorough",
+                      replace(BASE_PROFILES["thorough"], rerank=False))
         plain = _thorough(live_server, key, **body)
-    finally:
-        settings.MEMHOUSE_LLM_BASE_URL = url
-    assert plain["rerank"] == {"status": "skipped", "reason": "no_provider"}
+    assert plain["rerank"] == {"status": "not_requested"}
     return _ids(plain)
 
 
@@ -83,8 +83,8 @@ def test_the_models_order_is_applied_to_the_head_and_the_tail_keeps_its_order(
                                     for n, i in enumerate(fused[:4], start=1)]
 
 
-def test_invented_ids_are_ignored_and_nothing_hidden_gets_in(live_server, corpus, model,
-                                                             settings):  # noqa: F811
+def test_invented_ids_are_ignored_and_nothing_hidden_gets_in(
+        live_server, corpus, model, settings):  # noqa: F811
     w, ids = corpus
     query = "Does Alice have asthma or go hiking?"
     fused = _fused(live_server, w.agent_key, settings, query=query, peer_key="bob")
@@ -126,14 +126,53 @@ def test_a_provider_error_fails_the_rerank_and_keeps_the_fused_order(
     assert len(model.requests) == 1
 
 
-def test_without_a_provider_rerank_is_skipped_and_other_profiles_never_call(
-        live_server, corpus, model, settings):  # noqa: F811
+def test_other_profiles_never_rerank(live_server, corpus, model):  # noqa: F811
     w, _ = corpus
-    _fused(live_server, w.agent_key, settings)  # asserts skipped: no_provider
     balanced = _search(live_server, w.agent_key, query=QUESTION, peer_key="alice").json()
     assert balanced["rerank"] == {"status": "not_requested"}
     assert balanced["reserved_rerank_ms"] == 0
     assert model.requests == []
+
+
+def test_without_a_provider_maxsim_reorders_the_head_by_the_question(
+        live_server, corpus, settings):  # noqa: F811
+    w, ids = corpus
+    query = "Who uses an inhaler?"
+    fused = _fused(live_server, w.agent_key, settings, query=query)
+    body = _thorough(live_server, w.agent_key, query=query)
+    assert body["rerank"]["status"] == "done" and body["rerank"]["reranker"] == "maxsim"
+    assert body["rerank"]["head"] == len(fused) and len(fused) >= 3
+    assert sorted(_ids(body)) == sorted(fused)  # the same candidates, reordered
+    assert _ids(body)[0] == ids["asthma"]  # "uses an inhaler" is read token by token
+    assert body["rerank"]["moved"] > 0 and _ids(body) != fused, fused
+
+
+class PooledOnly:
+    """The shipped encoder behind the bare Embedder protocol: pooled vectors, no token
+    embeddings (as an embedder of another runtime may be)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.identity = inner.identity
+        self.query_prefix = inner.query_prefix
+
+    def embed_documents(self, texts, batch_size=64):
+        return self.inner.embed_documents(texts, batch_size)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def test_without_a_provider_or_token_embeddings_rerank_is_skipped(
+        live_server, corpus, settings, monkeypatch):  # noqa: F811
+    from retrieval import embedding
+
+    w, _ = corpus
+    fused = _fused(live_server, w.agent_key, settings)
+    monkeypatch.setattr(embedding, "_embedder", PooledOnly(embedding.get_embedder()))
+    body = _thorough(live_server, w.agent_key)
+    assert body["rerank"] == {"status": "skipped", "reason": "no_provider"}
+    assert _ids(body) == fused
 
 
 def test_the_rerank_call_is_metered_to_the_caller(live_server, corpus, model):  # noqa: F811
