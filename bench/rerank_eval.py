@@ -22,8 +22,7 @@ the statement together, which the first-stage (one pooled vector each) does not.
 The engine now ships alpha = inf (retrieval/rerank.py, used when no provider is
 configured), so step 2 also records the engine's own reranked top 20 ("engine"), its
 rerank status and time; the grid starts from the fused order re-fused from the captured
-lists. The encoder is reached through SentenceTransformerEmbedder's model: the Embedder
-protocol exposes pooled vectors only.
+lists. The scorer is the engine's own (`retrieval.rerank.token_encoder` / `maxsim`).
 """
 
 from __future__ import annotations
@@ -53,38 +52,6 @@ HEAD = 20
 def _z(values: np.ndarray) -> np.ndarray:
     sd = float(values.std())
     return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
-
-
-class MaxSim:
-    """Token embeddings of the default encoder, L2-normalised, [CLS]/[SEP] left out."""
-
-    def __init__(self) -> None:
-        from retrieval.embedding import get_embedder
-
-        model = get_embedder()._get_model()  # type: ignore[attr-defined]
-        self.model = model
-        self.cache: dict[str, np.ndarray] = {}
-
-    def tokens(self, texts: list[str]) -> None:
-        todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
-        if not todo:
-            return
-        out = self.model.encode(todo, output_value="token_embeddings", batch_size=64,
-                                convert_to_numpy=False, show_progress_bar=False)
-        for text, emb in zip(todo, out, strict=True):
-            m = np.asarray(emb.cpu().numpy(), dtype=np.float32)[1:-1]  # drop CLS, SEP
-            if len(m) == 0:
-                m = np.zeros((1, model_dims(self.model)), dtype=np.float32)
-            m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
-            self.cache[text] = m
-
-    def score(self, query: str, doc: str) -> float:
-        q, d = self.cache[query], self.cache[doc]
-        return float((q @ d.T).max(axis=1).mean())
-
-
-def model_dims(model: Any) -> int:
-    return int(model.get_sentence_embedding_dimension())
 
 
 def statements(account_id: Any, ids: set[str]) -> dict[str, str]:
@@ -157,22 +124,29 @@ def main(argv: list[str] | None = None) -> int:
         c.ids = rb.refuse(c, dict(profile.weights), profile.rrf_k, limit=HEAD)
     texts = statements(account_id, {i for c in captured for i in c.ids[:HEAD]})
 
-    t = time.monotonic()
-    scorer = MaxSim()
-    scorer.tokens([c.q["question"] for c in captured] + list(texts.values()))
-    log(f"token embeddings: {len(scorer.cache)} texts in {time.monotonic() - t:.0f}s")
+    from retrieval import rerank
 
-    def order(c: rb.Captured, alpha: float) -> list[str]:
+    encoder = rerank.token_encoder()
+    if encoder is None:
+        raise SystemExit("the configured embedder has no token embeddings")
+    t = time.monotonic()
+    sims: dict[int, np.ndarray] = {}
+    for k, c in enumerate(captured):
+        head = [i for i in c.ids[:HEAD] if i in texts]
+        sims[k] = np.asarray(rerank.maxsim(encoder, c.q["question"], [texts[i] for i in head]))
+    log(f"MaxSim of {len(captured)} heads in {time.monotonic() - t:.0f}s")
+
+    def order(k: int, c: rb.Captured, alpha: float) -> list[str]:
         head = [i for i in c.ids[:HEAD] if i in texts]
         if alpha == 0.0 or len(head) < 2:
             return c.ids
         fused = _z(-np.arange(len(head), dtype=np.float64))  # rank-based: fusion order
-        sim = _z(np.asarray([scorer.score(c.q["question"], texts[i]) for i in head]))
+        sim = _z(sims[k])
         score = sim if math.isinf(alpha) else fused + alpha * sim
         ranked = [head[j] for j in sorted(range(len(head)), key=lambda j: (-score[j], j))]
         return ranked + c.ids[HEAD:]
 
-    orders = {a: [order(c, a) for c in captured] for a in ALPHAS}
+    orders = {a: [order(k, c, a) for k, c in enumerate(captured)] for a in ALPHAS}
     r10: dict[float, np.ndarray] = {}
     for a in ALPHAS:
         vals = []
@@ -219,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                    "rerank_elapsed_ms": rb.pct(rerank_ms),
                    "search_elapsed_ms": rb.pct(elapsed)},
         "benchmark": "rerank_eval", "scorer": "maxsim over the default encoder's tokens",
+        "embedder": encoder[0],
         "profile_version": profile.version, "head": HEAD, "questions": len(captured),
         "in_sample": {str(a): round(float(r10[a].mean()), 4) for a in ALPHAS},
         "fused": table(dict.fromkeys(ids_all, 0.0)),
