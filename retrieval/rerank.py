@@ -11,8 +11,9 @@ Without one: each head statement is scored by MaxSim (ColBERT's late interaction
 mean over the query's word pieces of the best cosine to any of the statement's word
 pieces) with the embedder's own token embeddings, and the head is sorted by that score
 (ties in fused order). It reads query and statement together, which the pooled vectors
-of the first stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.675 to
-0.695, the same under leave-one-conversation-out (bench/README.md, "Rerank"). The
+of the first stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.670 to
+0.685 with the default ONNX encoder, 0.683 under leave-one-conversation-out
+(bench/README.md, "Rerank"). The
 allowance is checked between encoder batches. The token embeddings are optional: an
 embedder without them (no ``embed_tokens``, neither the shipped ONNX encoder, whose
 hidden states are read before pooling, nor the sentence-transformers one) skips this
@@ -178,7 +179,8 @@ token_cache = _TokenCache(TOKEN_CACHE_ENTRIES)
 def token_encoder() -> tuple[str, Encoder] | None:
     """The default embedder's identity key and token embeddings (one row per word piece,
     special tokens left out), or None when it has none: an embedder may offer them as
-    `embed_tokens`; the shipped sentence-transformers one gives them from its model."""
+    `embed_tokens`; the two shipped ones (ONNX, sentence-transformers) give them from the
+    model they already hold."""
     from retrieval.embedding import OnnxEmbedder, SentenceTransformerEmbedder, get_embedder
 
     embedder = get_embedder()
