@@ -15,6 +15,9 @@ Contract of ``complete_json``:
 * transient failures (timeouts, connection errors, HTTP 429 and 5xx, unparsable or
   schema-violating output) are retried up to ``max_retries`` extra times with exponential
   backoff; any other HTTP status (400, 401, 403, 404, 422...) fails at once;
+* ``timeout`` bounds each attempt; ``total_timeout`` (seconds, optional) bounds the whole
+  call: each attempt gets at most what is left, and no retry starts that the backoff would
+  push past it (the last failure is raised instead);
 * error messages never contain the API key or the prompt;
 * every call is metered, whatever its outcome: :func:`memhouse.usage.record_model_call`
   appends ``model_call`` (and ``model_tokens`` when the provider reports ``usage``) to the
@@ -101,6 +104,7 @@ class ChatProvider(Protocol):
         schema: dict[str, Any],
         schema_name: str,
         timeout: float | None = None,
+        total_timeout: float | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -258,13 +262,16 @@ class OpenAICompatibleProvider:
         schema: dict[str, Any],
         schema_name: str,
         timeout: float | None = None,
+        total_timeout: float | None = None,
     ) -> dict[str, Any]:
         tokens = TokenUsage()
         started = time.monotonic()
         outcome = "ok"
+        ends = None if total_timeout is None else started + max(0.0, float(total_timeout))
         try:
             return self._complete(system=system, user=user, schema=schema,
-                                  schema_name=schema_name, timeout=timeout, tokens=tokens)
+                                  schema_name=schema_name, timeout=timeout, tokens=tokens,
+                                  ends=ends)
         except ProviderError as error:
             outcome = error.kind
             raise
@@ -281,6 +288,7 @@ class OpenAICompatibleProvider:
         schema_name: str,
         timeout: float | None,
         tokens: TokenUsage,
+        ends: float | None = None,
     ) -> dict[str, Any]:
         mode = self.response_format
         body = self.request_body(system=system, user=user, schema=schema,
@@ -294,11 +302,21 @@ class OpenAICompatibleProvider:
         ) as client:
             while attempt < attempts_allowed:
                 attempt += 1
-                tokens.attempts += 1
                 if last is not None:
-                    self._sleep(self._delay(attempt - 1, last))
+                    delay = self._delay(attempt - 1, last)
+                    if ends is not None and time.monotonic() + delay >= ends:
+                        raise last  # no time for another attempt: the last failure stands
+                    self._sleep(delay)
+                attempt_timeout = per_attempt
+                if ends is not None:
+                    left = ends - time.monotonic()
+                    if left <= 0:
+                        raise ProviderError("timeout", "no time left for the call",
+                                            attempts=tokens.attempts)
+                    attempt_timeout = min(per_attempt, left)
+                tokens.attempts += 1
                 try:
-                    value = self._attempt(client, body, schema, tokens)
+                    value = self._attempt(client, body, schema, tokens, attempt_timeout)
                 except ProviderError as error:
                     error.attempts = tokens.attempts
                     if mode == JSON_SCHEMA and _format_refused(error):
@@ -326,10 +344,11 @@ class OpenAICompatibleProvider:
 
     def _attempt(
         self, client: httpx.Client, body: dict[str, Any], schema: dict[str, Any],
-        tokens: TokenUsage | None = None,
+        tokens: TokenUsage | None = None, timeout: float | None = None,
     ) -> dict[str, Any]:
         try:
-            response = client.post(self.endpoint, json=body, headers=self._headers())
+            response = client.post(self.endpoint, json=body, headers=self._headers(),
+                                   timeout=httpx.Timeout(timeout or self.timeout))
         except httpx.TimeoutException as exc:
             raise ProviderError(
                 "timeout", f"no answer from the provider in time ({type(exc).__name__})",

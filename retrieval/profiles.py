@@ -30,6 +30,7 @@ class Profile:
     deadline_ms: int = 300
     # Reserved before strategies start when rerank is on.
     rerank_reserve_ms: int = 0
+    rerank_head: int = 20  # fused candidates the reranker orders (listwise, one call)
     head: int = 50  # candidates each strategy returns
     seed_head: int = 10  # relation_expand expands from this many interleaved seeds
     lanes: bool = False  # minimal: direct and derived semantic lanes

@@ -346,6 +346,27 @@ def test_per_call_timeout_overrides_the_default(fake: FakeOpenAI) -> None:
     assert caught.value.kind == "timeout"
 
 
+def test_total_timeout_bounds_the_whole_retried_call(fake: FakeOpenAI) -> None:
+    slow = Reply(body=completion(json.dumps(GOOD)), delay=1.5)
+    fake.script = [slow, slow, slow, slow, ok()]
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        call(fake.provider(timeout=0.3, max_retries=4), total_timeout=0.5)
+    elapsed = time.monotonic() - started
+    assert caught.value.kind == "timeout"
+    # the second attempt only gets what was left of the 0.5 s; no third one starts
+    assert len(fake.requests) == 2 and caught.value.attempts == 2
+    assert 0.45 <= elapsed < 1.2
+
+
+def test_total_timeout_starts_no_retry_whose_backoff_would_overrun(fake: FakeOpenAI) -> None:
+    fake.script = [Reply(500, {"error": {"message": "boom"}}), ok()]
+    with pytest.raises(ProviderError) as caught:
+        call(fake.provider(backoff_seconds=1.0, max_retries=2), total_timeout=0.3)
+    assert caught.value.kind == "http_error" and caught.value.status_code == 500
+    assert len(fake.requests) == 1
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

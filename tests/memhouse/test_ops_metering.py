@@ -98,20 +98,22 @@ def test_deduction_calls_are_billed_with_tokens_and_failures_count_too(world, pr
 def test_ask_model_calls_are_billed_once_to_the_calling_credential(live_server, corpus,  # noqa: F811
                                                                    provider):
     w, ids = corpus
-    provider.script = [billed({"answer": "A support group.", "citations": [ids["support"]],
+    # The thorough search's rerank is a model call too (no usage reported), then the answer.
+    provider.script = [billed({"order": []}, usage=None),
+                       billed({"answer": "A support group.", "citations": [ids["support"]],
                                "answer_confidence": 80})]
     r = httpx.post(f"{live_server.url}/api/v1/ask", timeout=60,
                    headers={"Authorization": f"Bearer {w.agent_key}"},
                    json={"query": "Where did Alice go?", "scope": "/marketing/social",
                          "peer_key": "alice"})
     assert r.status_code == 200 and r.json()["model_called"] is True
-    assert len(provider.requests) == 1
+    assert len(provider.requests) == 2
     totals = ledger(w.account.id)
-    assert totals["model_call"] == 1 and totals["model_tokens"] == 150  # never twice
+    assert totals["model_call"] == 2 and totals["model_tokens"] == 150  # never twice
     usage = httpx.get(f"{live_server.url}/api/v1/usage", timeout=30,
                       headers={"Authorization": f"Bearer {w.agent_key}"}).json()
     assert usage["scope"] == "credential"  # the agent's own credential carries the call
-    assert usage["totals"]["model_call"] == 1 and usage["totals"]["model_tokens"] == 150
+    assert usage["totals"]["model_call"] == 2 and usage["totals"]["model_tokens"] == 150
 
 
 def test_a_call_nobody_can_be_billed_for_is_counted_not_lost(provider):

@@ -43,6 +43,15 @@ def _user_payload(request: dict) -> dict:
     return json.loads(request["json"]["messages"][1]["content"])
 
 
+# With a provider, ask's thorough search first reranks its fused head (retrieval.rerank,
+# tested in test_rerank.py): one call whose empty order keeps the fused order.
+RERANK_KEEPS_ORDER = ok({"order": []})
+
+
+def _schema_name(request: dict) -> str:
+    return request["json"]["response_format"]["json_schema"]["name"]
+
+
 @pytest.fixture(autouse=True)
 def _deadlines_independent_of_load(monkeypatch):
     """Which strategies answer in time must not depend on machine load: ask's evidence
@@ -62,7 +71,8 @@ def model(fake_model, settings):  # noqa: F811
 def test_a_model_answer_cites_only_retrieved_ids(live_server, corpus, model):  # noqa: F811
     w, ids = corpus
     invented = str(uuid.uuid4())
-    model.script = [_answer([ids["support"], invented, "S1", ids["paid"]], 82,
+    model.script = [RERANK_KEEPS_ORDER,
+                    _answer([ids["support"], invented, "S1", ids["paid"]], 82,
                             "Alice went to an LGBTQ support group.")]
     body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
     assert [c["id"] for c in body["citations"]] == [ids["support"]]  # invented ones dropped
@@ -70,9 +80,8 @@ def test_a_model_answer_cites_only_retrieved_ids(live_server, corpus, model):  #
     assert body["answer"] == "Alice went to an LGBTQ support group."
     assert body["answer_confidence"] == 82 and body["abstained"] is False
     assert body["answer_degraded"] is None and body["profile"] == "thorough"
-    assert len(model.requests) == 1
-    request = model.requests[0]
-    assert request["json"]["response_format"]["json_schema"]["name"] == "ask_answer_v1"
+    assert [_schema_name(r) for r in model.requests] == ["search_rerank_v1", "ask_answer_v1"]
+    request = model.requests[1]
     sent = [e["id"] for e in _user_payload(request)["evidence"]]
     candidates = [c["id"] for c in body["candidates"]]
     # The model sees the candidates about the question, in search order; the search
@@ -90,7 +99,8 @@ def test_a_model_answer_cites_only_retrieved_ids(live_server, corpus, model):  #
 def test_only_invented_citations_mean_an_empty_abstention(live_server, corpus,  # noqa: F811
                                                           model):
     w, _ = corpus
-    model.script = [_answer([str(uuid.uuid4()), "made-up"], 95, "Alice went to Mars.")]
+    model.script = [RERANK_KEEPS_ORDER,
+                    _answer([str(uuid.uuid4()), "made-up"], 95, "Alice went to Mars.")]
     body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
     assert body["citations"] == [] and body["supporting_statements"] == []
     assert body["abstained"] is True and body["answer_confidence"] == 0
@@ -101,7 +111,7 @@ def test_only_invented_citations_mean_an_empty_abstention(live_server, corpus,  
 def test_low_confidence_abstains_but_keeps_its_citations(live_server, corpus,  # noqa: F811
                                                          model):
     w, ids = corpus
-    model.script = [_answer([ids["support"]], 30, "Possibly a support group.")]
+    model.script = [RERANK_KEEPS_ORDER, _answer([ids["support"]], 30, "Possibly a support group.")]
     body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
     assert body["answer_confidence"] == 30 and body["abstained"] is True
     assert [c["id"] for c in body["citations"]] == [ids["support"]]
@@ -110,7 +120,7 @@ def test_low_confidence_abstains_but_keeps_its_citations(live_server, corpus,  #
 
 def test_a_provider_failure_degrades_the_answer(live_server, corpus, model):  # noqa: F811
     w, _ = corpus
-    model.script = [Reply(500, {"error": {"message": "boom"}})]
+    model.script = [RERANK_KEEPS_ORDER, Reply(500, {"error": {"message": "boom"}})]
     body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
     assert body["answer_degraded"] == "http_error"
     assert body["abstained"] is True and body["answer_confidence"] == 0
@@ -125,7 +135,7 @@ def test_a_provider_failure_degrades_the_answer(live_server, corpus, model):  # 
 def test_a_timeout_is_named_too(live_server, corpus, model, settings):  # noqa: F811
     w, _ = corpus
     settings.MEMHOUSE_LLM_TIMEOUT = 0.3
-    model.script = [Reply(delay=1.0, body={})]
+    model.script = [RERANK_KEEPS_ORDER, Reply(delay=1.0, body={})]
     body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
     assert body["answer_degraded"] == "timeout" and body["abstained"] is True
 
@@ -245,12 +255,13 @@ def test_a_model_planner_runs_within_its_closed_tool_set(live_server, garden,
                                                          model):
     w, ids = garden
     model.script = [
+        RERANK_KEEPS_ORDER,
         ok({"steps": [{"tool": "stable_profile", "query": ""}], "done": True}),
         _answer([ids["architect"]], 70, "Alice is an architect."),
     ]
     body = _ok(_ask(live_server, w.agent_key, query="What does Alice do for a living?",
                     peer_key="alice", effort="medium"))
-    plan_request = model.requests[0]["json"]
+    plan_request = model.requests[1]["json"]
     schema = plan_request["response_format"]["json_schema"]
     assert schema["name"] == "ask_plan_v1"
     assert schema["schema"]["properties"]["steps"]["items"]["properties"]["tool"]["enum"] == [
@@ -260,7 +271,7 @@ def test_a_model_planner_runs_within_its_closed_tool_set(live_server, garden,
     assert recall["used"]["tool_calls"] == 1
     assert [c["id"] for c in body["citations"]] == [ids["architect"]]
     assert body["answer_confidence"] == 70 and not body["abstained"]
-    answered = [e["id"] for e in _user_payload(model.requests[1])["evidence"]]
+    answered = [e["id"] for e in _user_payload(model.requests[2])["evidence"]]
     assert answered == [e["id"] for e in body["recall_evidence"]]
 
 
@@ -268,12 +279,13 @@ def test_source_tools_join_only_with_include_source_recall(live_server, garden,
                                                            model):
     w, ids = garden
     model.script = [
+        RERANK_KEEPS_ORDER,
         ok({"steps": [{"tool": "source_exact", "query": "architect Lisbon"}], "done": True}),
         _answer([ids["architect_msg"]], 65, "She said she works as an architect."),
     ]
     body = _ok(_ask(live_server, w.agent_key, query="What does Alice do for a living?",
                     peer_key="alice", effort="low", include_source_recall=True))
-    enum = model.requests[0]["json"]["response_format"]["json_schema"]["schema"][
+    enum = model.requests[1]["json"]["response_format"]["json_schema"]["schema"][
         "properties"]["steps"]["items"]["properties"]["tool"]["enum"]
     assert enum == ["knowledge_search", "stable_profile", "lineage", "source_exact",
                     "source_semantic"]
@@ -357,13 +369,15 @@ def test_an_unrelated_question_is_an_empty_abstention(live_server, corpus, setti
     assert relevance["top_similarity"] < relevance["min_similarity"]
 
 
-def test_an_unrelated_question_costs_no_model_call(live_server, corpus, model):  # noqa: F811
+def test_an_unrelated_question_costs_no_answer_call(live_server, corpus, model):  # noqa: F811
     w, _ = corpus
-    model.script = [_answer([], 90)]
+    model.script = [RERANK_KEEPS_ORDER, _answer([], 90)]
     body = _ok(_ask(live_server, w.agent_key, query="What is the capital of France?",
                     peer_key="alice", effort="medium"))
     assert body["abstention_reason"] == "no_relevant_evidence"
-    assert body["model_called"] is False and model.requests == []
+    # Only the thorough search's rerank ran; no planner, no answer call.
+    assert body["model_called"] is False
+    assert [_schema_name(r) for r in model.requests] == ["search_rerank_v1"]
     assert body["recall"]["planner"] is None  # no planning over unrelated statements
 
 

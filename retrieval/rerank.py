@@ -1,0 +1,251 @@
+"""Rerank of the fused head (reranking profiles): by the generation provider when one is
+configured, else by token-level late interaction (MaxSim) over the default encoder.
+
+With a provider: one call per search, the query and the head's statements under short
+ids ("S1".."S20"), answered in a strict JSON schema ``{"order": [ids]}``, bounded as a
+whole (retries included) by the profile's reserved allowance (``reserved_rerank_ms``).
+The answer can only reorder what it was shown: ids that were not in the head are
+ignored, head items the model left out keep their fused order after the ones it placed.
+
+Without one: each head statement is scored by MaxSim (ColBERT's late interaction: the
+mean over the query's word pieces of the best cosine to any of the statement's word
+pieces) with the embedder's own token embeddings, and the head is sorted by that score
+(ties in fused order). It reads query and statement together, which the pooled vectors
+of the first stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.670 to
+0.685 with the default ONNX encoder, 0.683 under leave-one-conversation-out
+(bench/README.md, "Rerank"). The
+allowance is checked between encoder batches. The token embeddings are optional: an
+embedder without them (no ``embed_tokens``, neither the shipped ONNX encoder, whose
+hidden states are read before pooling, nor the sentence-transformers one) skips this
+stage.
+
+Either way the tail beyond the head is untouched. The head holds only candidates the
+reader's strategies returned, and its statements are read again through the reader's
+visibility filter before they are scored or sent, so a rerank never widens what a
+reader sees nor shows the model a statement the reader could not.
+
+Status, reported in the search response's ``rerank`` (``reranker`` = ``model`` or
+``maxsim``):
+
+* ``done``: the new order was applied (``moved`` = head positions that changed);
+* ``timeout``: the provider did not answer, or MaxSim did not finish, within the
+  allowance; the fused order stands;
+* ``failed``: the provider failed otherwise (``reason`` = the ProviderError kind), or the
+  encoder did (``reason`` = ``encoder_error``); the fused order stands;
+* ``skipped``: ``no_provider`` (no provider and no token embeddings) or ``short_head``
+  (fewer than two statements to order).
+
+The provider meters its call itself (``memhouse.llm``), under the schema name
+``search_rerank_v1``, billed to the request's credential or the metering block around it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from knowledge.selectors import visible_knowledge
+from memhouse.llm import ChatProvider, ProviderError, get_provider
+from memhouse.principal import Reader
+from retrieval.fusion import FusedCandidate
+
+log = logging.getLogger(__name__)
+
+SCHEMA_NAME = "search_rerank_v1"
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"order": {"type": "array", "items": {"type": "string"}}},
+    "required": ["order"],
+    "additionalProperties": False,
+}
+SYSTEM = (
+    "You rank memory statements for a search. The user message is JSON with a question "
+    "and statements, each under a short id. Answer with the ids of the statements in "
+    "order of how useful each is for answering the question, most useful first. Use only "
+    "the ids given; you may leave out statements that do not help."
+)
+
+
+def rerank(*, reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime, query: str,
+           fused: list[FusedCandidate], head: int, allowance_ms: int,
+           provider: ChatProvider | None = None
+           ) -> tuple[list[FusedCandidate], dict[str, Any]]:
+    """`fused` with its first `head` items reordered by the provider, and the status."""
+    provider = provider if provider is not None else get_provider()
+    encode = None if provider is not None else token_encoder()
+    if provider is None and encode is None:
+        return fused, {"status": "skipped", "reason": "no_provider"}
+    top, tail = fused[:head], fused[head:]
+    texts = {str(k): v for k, v in visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
+             .filter(id__in=[c.id for c in top]).values_list("id", "statement")}
+    shown = [c for c in top if c.id in texts]
+    if len(shown) < 2:
+        return fused, {"status": "skipped", "reason": "short_head"}
+    started = time.monotonic()
+    if encode is not None:
+        try:
+            scores = maxsim(encode, query, [texts[c.id] for c in shown],
+                            ends=started + max(allowance_ms, 1) / 1000.0)
+        except TimeoutError:
+            return fused, {"status": "timeout", "reranker": "maxsim", "head": len(shown),
+                           "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
+        except Exception:  # a broken encoder costs the rerank, never the search
+            log.exception("rerank: token encoder failed")
+            return fused, {"status": "failed", "reranker": "maxsim", "reason": "encoder_error"}
+        placed = [shown[i] for i in sorted(range(len(shown)), key=lambda i: (-scores[i], i))]
+        return _apply(top, tail, placed, "maxsim", started)
+    assert provider is not None
+    short = {f"S{n}": c for n, c in enumerate(shown, start=1)}
+    user = json.dumps({"question": query,
+                       "statements": [{"id": sid, "statement": texts[c.id]}
+                                      for sid, c in short.items()]}, ensure_ascii=False)
+    seconds = max(allowance_ms, 1) / 1000.0
+    try:
+        reply = provider.complete_json(system=SYSTEM, user=user, schema=SCHEMA,
+                                       schema_name=SCHEMA_NAME, timeout=seconds,
+                                       total_timeout=seconds)
+    except ProviderError as exc:
+        elapsed = round((time.monotonic() - started) * 1000, 2)
+        log.warning("rerank: provider call failed (%s)", exc.kind)
+        if exc.kind == "timeout":
+            return fused, {"status": "timeout", "reranker": "model", "head": len(shown),
+                           "elapsed_ms": elapsed}
+        return fused, {"status": "failed", "reranker": "model", "reason": exc.kind,
+                       "head": len(shown), "elapsed_ms": elapsed}
+    chosen: dict[str, FusedCandidate] = {}
+    for sid in reply["order"]:
+        cand = short.get(sid.strip())
+        if cand is not None:  # invented ids are ignored, a repeated one counts once
+            chosen.setdefault(cand.id, cand)
+    return _apply(top, tail, list(chosen.values()), "model", started, head=len(shown))
+
+
+def _apply(top: list[FusedCandidate], tail: list[FusedCandidate],
+           placed: list[FusedCandidate], reranker: str, started: float,
+           head: int | None = None) -> tuple[list[FusedCandidate], dict[str, Any]]:
+    """`placed` first, the rest of the head in fused order, then the tail."""
+    ids = {c.id for c in placed}
+    ordered = [*placed, *(c for c in top if c.id not in ids)]
+    moved = sum(1 for a, b in zip(ordered, top, strict=True) if a.id != b.id)
+    return ordered + tail, {"status": "done", "reranker": reranker,
+                            "head": head if head is not None else len(placed), "moved": moved,
+                            "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
+
+
+Encoder = Callable[[Sequence[str]], list[Any]]
+# Statements recur from search to search (a scope's head changes slowly), so their token
+# matrices are kept, unit rows in float16: about 15 KB for a 20-token statement.
+TOKEN_CACHE_ENTRIES = 4096
+ENCODE_BATCH = 8  # statements per encoder call; the allowance is checked between calls
+
+
+class _TokenCache:
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._rows: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> Any:
+        with self._lock:
+            rows = self._rows.get(key)
+            if rows is not None:
+                self._rows.move_to_end(key)
+            return rows
+
+    def put(self, key: tuple[str, str], rows: Any) -> None:
+        with self._lock:
+            self._rows[key] = rows
+            self._rows.move_to_end(key)
+            while len(self._rows) > self.max_entries:
+                self._rows.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+
+
+token_cache = _TokenCache(TOKEN_CACHE_ENTRIES)
+
+
+def token_encoder() -> tuple[str, Encoder] | None:
+    """The default embedder's identity key and token embeddings (one row per word piece,
+    special tokens left out), or None when it has none: an embedder may offer them as
+    `embed_tokens`; the two shipped ones (ONNX, sentence-transformers) give them from the
+    model they already hold."""
+    from retrieval.embedding import OnnxEmbedder, SentenceTransformerEmbedder, get_embedder
+
+    embedder = get_embedder()
+    offered = getattr(embedder, "embed_tokens", None)
+    if callable(offered):
+        return embedder.identity.key, offered
+    if isinstance(embedder, OnnxEmbedder):
+        return embedder.identity.key, _onnx_tokens(embedder)
+    if not isinstance(embedder, SentenceTransformerEmbedder):
+        return None
+    model = embedder._get_model()
+
+    def encode(texts: Sequence[str]) -> list[Any]:
+        out = model.encode(list(texts), output_value="token_embeddings", batch_size=32,
+                           convert_to_numpy=False, show_progress_bar=False)
+        return [t.cpu().numpy()[1:-1] for t in out]  # without [CLS] and [SEP]
+
+    return embedder.identity.key, encode
+
+
+def _onnx_tokens(embedder: Any) -> Encoder:
+    """The ONNX encoder's last hidden states before its mean pooling: the same session
+    and tokenizer the pooled vectors come from."""
+    def encode(texts: Sequence[str]) -> list[Any]:
+        tokenizer, session, wants_types = embedder._load()
+        encodings = tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if wants_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = session.run(None, feeds)[0]
+        # real tokens only, without [CLS] (first) and [SEP] (last)
+        return [hidden[i, 1:int(mask[i].sum()) - 1] for i in range(len(encodings))]
+
+    return encode
+
+
+def _unit(matrix: Any) -> Any:
+    rows = np.asarray(matrix, dtype=np.float32)
+    rows = rows.reshape(-1, rows.shape[-1]) if rows.ndim else rows.reshape(0, 1)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+
+def maxsim(encoder: tuple[str, Encoder], query: str, statements: list[str],
+           ends: float | None = None) -> list[float]:
+    """Per statement: the mean over the query's tokens of the best cosine to any of the
+    statement's tokens. Raises TimeoutError when `ends` (monotonic) passes between
+    encoder calls."""
+    space, encode = encoder
+    q = _unit(encode([query])[0])
+    todo = [t for t in dict.fromkeys(statements) if token_cache.get((space, t)) is None]
+    for start in range(0, len(todo), ENCODE_BATCH):
+        if ends is not None and time.monotonic() >= ends:
+            raise TimeoutError("the rerank allowance is spent")
+        batch = todo[start:start + ENCODE_BATCH]
+        for text, rows in zip(batch, encode(batch), strict=True):
+            token_cache.put((space, text), _unit(rows).astype(np.float16))
+    if ends is not None and time.monotonic() >= ends:
+        raise TimeoutError("the rerank allowance is spent")
+    out: list[float] = []
+    for text in statements:
+        d = token_cache.get((space, text))
+        if d is None:  # evicted meanwhile by a concurrent search
+            d = _unit(encode([text])[0])
+        out.append(float((q @ d.T.astype(np.float32)).max(axis=1).mean())
+                   if len(q) and len(d) else 0.0)
+    return out
