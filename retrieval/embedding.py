@@ -279,6 +279,18 @@ class SentenceTransformerEmbedder:
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([self._query_prefix + text], batch_size=1)[0]
 
+    def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
+        """Per text, its word pieces' token embeddings, without [CLS] and [SEP]
+        (token-level rerank reads these; retrieval.rerank)."""
+        items = list(texts)
+        if not items:
+            return []
+        model = self._get_model()
+        with self._encode_lock:
+            out = model.encode(items, output_value="token_embeddings", batch_size=32,
+                               convert_to_numpy=False, show_progress_bar=False)
+        return [t.cpu().numpy()[1:-1] for t in out]
+
 
 def _unit_rows(matrix: Any) -> list[list[float]]:
     """Re-normalise in float64, so each returned list has norm 1 to within ~1e-15."""
@@ -431,7 +443,8 @@ class OnnxEmbedder:
                 loaded = self._loaded
         return loaded
 
-    def _encode(self, texts: list[str]) -> Any:
+    def _forward(self, texts: list[str]) -> tuple[Any, Any]:
+        """The encoder's last hidden states and the attention mask of one batch."""
         import numpy as np
 
         tokenizer, session, wants_types = self._load()
@@ -441,11 +454,25 @@ class OnnxEmbedder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if wants_types:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = session.run(None, feeds)[0]
+        return session.run(None, feeds)[0], mask
+
+    def _encode(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        hidden, mask = self._forward(texts)
         # Mean over real tokens only (sentence-transformers' Pooling(mean)); padding of a
         # shorter text in the batch is masked out in attention and here.
         weights = mask[..., None].astype(np.float32)
         return (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+
+    def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
+        """Per text, the hidden states of its word pieces before pooling, without [CLS]
+        and [SEP] (token-level rerank reads these; retrieval.rerank)."""
+        items = list(texts)
+        if not items:
+            return []
+        hidden, mask = self._forward(items)
+        return [hidden[i, 1:int(mask[i].sum()) - 1] for i in range(len(items))]
 
     def embed_documents(self, texts: Sequence[str], batch_size: int = 64) -> list[list[float]]:
         if isinstance(texts, str):

@@ -15,8 +15,8 @@ of the first stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.67
 0.685 with the default ONNX encoder, 0.683 under leave-one-conversation-out
 (bench/README.md, "Rerank"). The
 allowance is checked between encoder batches. The token embeddings are optional: an
-embedder without them (no ``embed_tokens``, neither the shipped ONNX encoder, whose
-hidden states are read before pooling, nor the sentence-transformers one) skips this
+embedder without ``embed_tokens`` (both shipped ones have it: the ONNX encoder's hidden
+states before pooling, the sentence-transformers model's token embeddings) skips this
 stage.
 
 Either way the tail beyond the head is untouched. The head holds only candidates the
@@ -178,45 +178,15 @@ token_cache = _TokenCache(TOKEN_CACHE_ENTRIES)
 
 def token_encoder() -> tuple[str, Encoder] | None:
     """The default embedder's identity key and token embeddings (one row per word piece,
-    special tokens left out), or None when it has none: an embedder may offer them as
-    `embed_tokens`; the two shipped ones (ONNX, sentence-transformers) give them from the
-    model they already hold."""
-    from retrieval.embedding import OnnxEmbedder, SentenceTransformerEmbedder, get_embedder
+    special tokens left out), or None when it offers no `embed_tokens` (both shipped
+    embedders do, from the model they already hold)."""
+    from retrieval.embedding import get_embedder
 
     embedder = get_embedder()
     offered = getattr(embedder, "embed_tokens", None)
-    if callable(offered):
-        return embedder.identity.key, offered
-    if isinstance(embedder, OnnxEmbedder):
-        return embedder.identity.key, _onnx_tokens(embedder)
-    if not isinstance(embedder, SentenceTransformerEmbedder):
+    if not callable(offered):
         return None
-    model = embedder._get_model()
-
-    def encode(texts: Sequence[str]) -> list[Any]:
-        out = model.encode(list(texts), output_value="token_embeddings", batch_size=32,
-                           convert_to_numpy=False, show_progress_bar=False)
-        return [t.cpu().numpy()[1:-1] for t in out]  # without [CLS] and [SEP]
-
-    return embedder.identity.key, encode
-
-
-def _onnx_tokens(embedder: Any) -> Encoder:
-    """The ONNX encoder's last hidden states before its mean pooling: the same session
-    and tokenizer the pooled vectors come from."""
-    def encode(texts: Sequence[str]) -> list[Any]:
-        tokenizer, session, wants_types = embedder._load()
-        encodings = tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if wants_types:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = session.run(None, feeds)[0]
-        # real tokens only, without [CLS] (first) and [SEP] (last)
-        return [hidden[i, 1:int(mask[i].sum()) - 1] for i in range(len(encodings))]
-
-    return encode
+    return embedder.identity.key, offered
 
 
 def _unit(matrix: Any) -> Any:

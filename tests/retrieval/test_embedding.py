@@ -170,6 +170,25 @@ def test_document_vector_shape_and_norm(embedder: OnnxEmbedder) -> None:
     assert norm(vector) == pytest.approx(1.0, abs=1e-9)
 
 
+def test_token_embeddings_are_the_pooled_vectors_hidden_states(embedder: OnnxEmbedder) -> None:
+    import numpy as np
+
+    texts = ["Alice drinks green tea.", "A much longer sentence about the garden and roses."]
+    rows = embedder.embed_tokens(texts)
+    tokenizer = embedder._load()[0]
+    for text, matrix in zip(texts, rows, strict=True):
+        pieces = len(tokenizer.encode(text).ids)  # with [CLS] and [SEP]
+        assert matrix.shape == (pieces - 2, embedding.MINILM_DIMS)
+    # The same forward pass as the pooled vector: its mean over all pieces, [CLS] and
+    # [SEP] included, is the document vector before normalisation.
+    hidden, mask = embedder._forward(texts[:1])
+    pooled = hidden[0, : int(mask[0].sum())].mean(axis=0)
+    assert np.allclose(rows[0], hidden[0, 1:int(mask[0].sum()) - 1])
+    vector = np.asarray(embedder.embed_documents(texts[:1])[0])
+    assert float(vector @ (pooled / np.linalg.norm(pooled))) > 0.9999
+    assert embedder.embed_tokens([]) == []
+
+
 def test_paraphrase_is_closer_than_unrelated_text(embedder: OnnxEmbedder) -> None:
     sentence, paraphrase, unrelated = embedder.embed_documents([SENTENCE, PARAPHRASE, UNRELATED])
     assert cosine(sentence, paraphrase) > cosine(sentence, unrelated) + 0.2
