@@ -281,6 +281,7 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
         dropped: dict[str, int] = defaultdict(int)
         contributed: dict[str, int] = defaultdict(int)
         returned: list[int] = []
+        reranks: dict[str, int] = defaultdict(int)
         no_prov = 0
         timer = StrategyTimer().install()
         n_total = sum(len(v) for v in qs.values())
@@ -298,6 +299,8 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
                     dropped[f"{d['name']}:{d['reason']}"] += 1
                 for name in res.strategies["contributed"]:
                     contributed[name] += 1
+                reranks[":".join(str(v) for v in (res.rerank.get("status"),
+                                                    res.rerank.get("reason")) if v)] += 1
                 ids = [c["id"] for c in res.candidates]
                 returned.append(len(ids))
                 ranked = [prov.get(i, set()) for i in ids]
@@ -316,6 +319,7 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
             "engine_elapsed_ms": pct(engine_ms),
             "dropped_strategies": dict(dropped),
             "contributed_strategies": dict(contributed),
+            "rerank_outcomes": dict(reranks),
             "mean_candidates_returned": round(float(np.mean(returned)), 2) if returned else 0,
             "candidates_without_provenance": no_prov,
             "profile_version": profile.version,
