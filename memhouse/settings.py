@@ -75,6 +75,10 @@ AXES_RESET_ON_SUCCESS = False
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_LOCKOUT_CALLABLE = "memhouse.authentication.lockout_response"
+# Behind N reverse proxies the client is the Nth X-Forwarded-For entry from the right
+# (memhouse/client_ip.py); 0 means the header is never trusted.
+MEMHOUSE_TRUSTED_PROXY_COUNT = env_int("MEMHOUSE_TRUSTED_PROXY_COUNT", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "memhouse.client_ip.client_ip"
 AXES_ENABLED = env_bool("MEMHOUSE_LOGIN_THROTTLING", True)
 AXES_VERBOSE = False
 

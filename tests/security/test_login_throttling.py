@@ -70,3 +70,32 @@ def test_the_console_login_is_throttled_too(live_server: Any, committed_world: A
     assert attempt("wrong").status_code == 429  # the third failure reaches the limit
     r = attempt("carol-pass-123")
     assert r.status_code == 429 and "Too many failed sign-ins" in r.text
+
+
+def forwarded(base: str, username: str, chain: str) -> httpx.Response:
+    return httpx.post(f"{base}/api/v1/auth/token", timeout=60,
+                      json={"username": username, "password": "wrong-password"},
+                      headers={"X-Forwarded-For": chain})
+
+
+@override_settings(AXES_ENABLED=True, AXES_FAILURE_LIMIT=3)
+def test_without_a_trusted_proxy_a_forged_forwarded_for_does_not_dodge_the_limit(
+        live_server: Any, committed_world: Any) -> None:
+    base = live_server.url
+    for n, user in enumerate(["u1", "u2"]):
+        assert forwarded(base, user, f"198.51.100.{n + 1}").status_code == 401
+    # A fresh username and a fresh forged address: the real address has used its allowance.
+    assert forwarded(base, "u3", "198.51.100.9").status_code == 429
+
+
+@override_settings(AXES_ENABLED=True, AXES_FAILURE_LIMIT=3, MEMHOUSE_TRUSTED_PROXY_COUNT=1)
+def test_behind_one_proxy_failures_count_per_forwarded_client(live_server: Any,
+                                                              committed_world: Any) -> None:
+    base = live_server.url
+    for user in ["v1", "v2"]:
+        assert forwarded(base, user, "203.0.113.5").status_code == 401
+    assert forwarded(base, "v3", "203.0.113.5").status_code == 429  # that client is locked
+    # Another client behind the same proxy is not locked out by the first one's failures.
+    assert forwarded(base, "v4", "203.0.113.77").status_code == 401
+    # Only the entry the proxy appended is trusted: a forged one on the left changes nothing.
+    assert forwarded(base, "v5", "192.0.2.200, 203.0.113.5").status_code == 429
