@@ -350,7 +350,8 @@ def attach_locomo(convs: list[Conversation], *, account_name: str = "LoCoMo benc
     conversation's scope and peer keys filled in as ingest would; None when there is none
     (or it misses a conversation), so the caller ingests afresh."""
     from knowledge.models import Account, Peer, Scope
-    from memhouse.tenancy import account_context, list_account_ids
+    from knowledge.selectors import list_account_ids
+    from memhouse.tenancy import account_context
 
     # Accounts are readable only inside their own context (RLS): look in each.
     account = None

@@ -759,7 +759,7 @@ class Scale:
         from django.db.models import Count
 
         from knowledge.models import Account, Knowledge
-        from memhouse.tenancy import list_account_ids
+        from knowledge.selectors import list_account_ids
 
         existing = {}  # slug -> Account, in a reused database
         for aid in list_account_ids():

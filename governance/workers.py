@@ -431,7 +431,7 @@ def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, An
         return DeductionResult("skipped", reason="no generation provider is configured; "
                                                  "deduction needs one").as_dict()
     result = DeductionResult("ok", provider=getattr(provider, "name", "provider"))
-    from memhouse.usage import metering
+    from memhouse.metering import metering
 
     with metering(account_id):  # the provider bills each call to this Account
         _deduce_groups(account_id, provider, result)
@@ -481,7 +481,7 @@ def contributor_changed(account_id: uuid.UUID | str, knowledge_id: uuid.UUID | s
 def per_account(work: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Run `work(account_id, ...)` in every Account; one failing Account does not stop the
     others (it is logged and retried on the next beat)."""
-    from memhouse.tenancy import list_account_ids
+    from knowledge.selectors import list_account_ids
 
     out: dict[str, Any] = {}
     totals: dict[str, int] = defaultdict(int)

@@ -3,7 +3,7 @@
 Services (one durable transaction each) and selectors (they take the reader's
 Principal). A role is the pair (is_curator, is_admin) on the Peer: member (neither),
 curator, admin (both). A person's `scope_paths` bound every credential they hold
-(memhouse.authentication), so a grant revoked here takes effect on live tokens at once.
+(knowledge.credentials), so a grant revoked here takes effect on live tokens at once.
 
 An invitation is a Credential of kind "invitation": one-time, expiring, stored as a
 digest like any key and never accepted as an API credential. The invitee opens its link
@@ -29,8 +29,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from knowledge import audit, services
+from knowledge.credentials import hash_secret, split_key
 from knowledge.models import Credential, Peer, Scope
-from memhouse.authentication import hash_secret, split_key
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal
 from memhouse.tenancy import CREDENTIAL_PREFIX_SETTING, narrow_lookup, set_account

@@ -13,14 +13,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import lifecycle
-from knowledge.models import Document, DocumentVersion, Knowledge, Peer, Scope
+from knowledge.models import Account, Document, DocumentVersion, Knowledge, Peer, Scope
 from knowledge.presenters import decode_cursor, encode_cursor
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, Reader, ancestor_paths
+from memhouse.tenancy import ACCOUNT_SCAN_SETTING, narrow_lookup
+
+
+def list_account_ids() -> list[uuid.UUID]:
+    """Account ids for operator commands and beat workers, which then enter each one."""
+    with transaction.atomic(), narrow_lookup(ACCOUNT_SCAN_SETTING, "on"):
+        return list(Account.objects.order_by("created_at").values_list("id", flat=True))
 
 
 def peer_acted_for(*, principal: Principal, peer_key: Any) -> Peer:

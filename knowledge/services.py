@@ -15,9 +15,9 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from knowledge import audit, lifecycle
+from knowledge.credentials import KEY_MARK, hash_secret
 from knowledge.lifecycle import transition
 from knowledge.models import Account, Credential, Knowledge, KnowledgeSource, Peer, Scope
-from memhouse.authentication import KEY_MARK, hash_secret
 from memhouse.errors import ApplicationError
 from memhouse.principal import ancestor_paths
 from memhouse.tenancy import set_account

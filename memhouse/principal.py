@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rest_framework import exceptions
+
 Posture = Literal["peer", "public_only", "internal"]
 
 
@@ -110,3 +112,11 @@ class Reader:
 
 def internal_reader(account_id: uuid.UUID) -> Reader:
     return Reader(account_id=account_id, posture="internal", scope_roots=None)
+
+
+def principal_of(request: Any) -> Principal:
+    """The request's Principal (views behind IsAccountMember always have one)."""
+    user = request.user
+    if not isinstance(user, Principal):
+        raise exceptions.NotAuthenticated()
+    return user

@@ -69,14 +69,6 @@ def narrow_lookup(setting: str, value: str) -> Iterator[None]:
         _set(setting, "")
 
 
-def list_account_ids() -> list[uuid.UUID]:
-    """Account ids for operator commands and beat workers, which then enter each one."""
-    from knowledge.models import Account
-
-    with transaction.atomic(), narrow_lookup(ACCOUNT_SCAN_SETTING, "on"):
-        return list(Account.objects.order_by("created_at").values_list("id", flat=True))
-
-
 def rebind_account_for_tests(account_id: uuid.UUID | str | None) -> None:
     """Tests only: point the current transaction at another Account (or none).
 

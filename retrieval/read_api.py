@@ -14,11 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from knowledge import usage
 from knowledge.models import Session
 from knowledge.selectors import reader_for, scope_ancestors, scope_for_read
-from memhouse import usage
-from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError, NotFound
+from memhouse.principal import principal_of
 from retrieval import context as context_mod
 from retrieval import lineage as lineage_mod
 from retrieval.api import refuse_strategy_override

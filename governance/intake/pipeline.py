@@ -198,7 +198,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
     # 2. model (no connection held)
     if not isinstance(extractor, RuleBasedExtractor):
         _release_connection()
-    from memhouse.usage import metering
+    from memhouse.metering import metering
 
     with metering(account_id):  # a direct call (not via a task) is billed too
         claims, extractor_id = _extract(extractor, observed)

@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context, list_account_ids
+from knowledge.selectors import list_account_ids
+from memhouse.tenancy import account_context
 from retrieval.embedding import get_embedder
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from retrieval.vectors import EMBEDDABLE_STATES, embed_knowledge, space_ensure
