@@ -21,7 +21,7 @@ from governance.intake.gates import REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
 from governance.questions import validation_with_question
 from knowledge import audit, lifecycle
-from knowledge.lifecycle import transition
+from knowledge.lifecycle import ActorLike, as_actor, transition
 from knowledge.models import Knowledge, Peer, Scope
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import ancestor_paths
@@ -44,10 +44,6 @@ VERIFY = Knowledge.Verification
 
 # --- helpers ----------------------------------------------------------------------------
 
-def actor_label(actor: Any) -> str:
-    return f"peer:{actor.key}" if isinstance(actor, Peer) else str(actor)
-
-
 def _lock(item: Knowledge) -> Knowledge:
     """Re-read the row under FOR NO KEY UPDATE (only the knowledge row, not joined ones),
     the lock transition() takes: never one that waits for a foreign-key check."""
@@ -55,7 +51,7 @@ def _lock(item: Knowledge) -> Knowledge:
         "subject_peer", "scope").get(pk=item.pk)
 
 
-def _require_curator(actor: Any) -> Peer:
+def _require_curator(actor: ActorLike) -> Peer:
     # The API checks IsHumanCurator first; this is the same rule for any other caller.
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN and actor.is_curator):
         raise ApplicationError("permission_denied",
@@ -64,7 +60,7 @@ def _require_curator(actor: Any) -> Peer:
     return actor
 
 
-def _require_subject(item: Knowledge, actor: Any) -> Peer:
+def _require_subject(item: Knowledge, actor: ActorLike) -> Peer:
     # Anyone but the human subject gets the answer a missing row gets.
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN
             and item.subject_peer_id == actor.pk):
@@ -158,7 +154,7 @@ def _is_promotion(review: Validation | None, item: Knowledge) -> bool:
         review is None and item.state_reason == PROMOTION_REASON)
 
 
-def request_revalidation(item: Knowledge, *, actor: str, reason: str,
+def request_revalidation(item: Knowledge, *, actor: ActorLike, reason: str,
                          evidence: dict[str, Any], now: datetime | None = None) -> Knowledge:
     """active -> needs_revalidation with its REVALIDATION validation and, when the
     statement has a subject, a revalidation question to them. Call inside a transaction."""
@@ -464,7 +460,7 @@ def question_answer(*, question: PeerQuestion, actor: Peer, answer: str) -> Peer
         if answer == "consent":
             _resolve(q.validation, resolution="consented", by=actor)
             audit.append(account_id=item.account_id, event_type="governance.consent_given",
-                         actor=actor_label(actor), target_type="knowledge",
+                         actor=as_actor(actor).label, target_type="knowledge",
                          target_id=str(item.pk),
                          payload={"validation": str(q.validation_id),
                                   "target_level": q.validation.target_level})
@@ -655,7 +651,7 @@ def scope_belief_time_set(*, scope: Scope, actor: Peer, policy: dict[str, Any] |
     Scope.objects.filter(pk=locked.pk).update(settings=settings)
     locked.settings = settings
     audit.append(account_id=locked.account_id, event_type="scope.belief_time_set",
-                 actor=actor_label(actor), target_type="scope", target_id=str(locked.pk),
+                 actor=as_actor(actor).label, target_type="scope", target_id=str(locked.pk),
                  payload={"belief_time": settings.get(belief_time.SETTING_KEY)})
     return locked
 

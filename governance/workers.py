@@ -30,14 +30,15 @@ from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation
 from knowledge.prompts import prompt_identity
+from memhouse.principal import Actor
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
 
-EXPIRY = "system:expiry"
-REVALIDATION = "system:revalidation"
-DREAM = "system:dream-time"
-DEDUCTION = "system:deduction"
+EXPIRY = Actor.system("expiry")
+REVALIDATION = Actor.system("revalidation")
+DREAM = Actor.system("dream-time")
+DEDUCTION = Actor.system("deduction")
 BATCH = 200
 DECAY_FACTOR = 0.7
 SIMILARITY_THRESHOLD = 0.95
@@ -481,7 +482,7 @@ def contributor_changed(account_id: uuid.UUID | str, knowledge_id: uuid.UUID | s
 def per_account(work: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Run `work(account_id, ...)` in every Account; one failing Account does not stop the
     others (it is logged and retried on the next beat)."""
-    from knowledge.selectors import list_account_ids
+    from knowledge.accounts import list_account_ids
 
     out: dict[str, Any] = {}
     totals: dict[str, int] = defaultdict(int)

@@ -70,17 +70,6 @@ def scope_ensure(*, account_id: uuid.UUID, path: str) -> Scope:
     return parent
 
 
-def scope_setting(*, scope: Scope, key: str, default: Any = None) -> Any:
-    """Nearest-wins inheritance: the deepest scope on the path that sets `key`."""
-    chain = Scope.objects.filter(account_id=scope.account_id,
-                                 path__in=ancestor_paths(scope.path)).values("path", "settings")
-    by_path = {row["path"]: row["settings"] for row in chain}
-    for p in ancestor_paths(scope.path):
-        if key in (by_path.get(p) or {}):
-            return by_path[p][key]
-    return default
-
-
 @transaction.atomic
 def peer_create(*, account_id: uuid.UUID, key: str, kind: str, display_name: str = "",
                 password: str | None = None, username: str | None = None,
@@ -184,7 +173,8 @@ def tokens_revoke(*, peer: Peer, only: uuid.UUID | None = None) -> int:
 
 @transaction.atomic
 def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
-                      subject_peer: Peer | None, actor: Any, kind: str = Knowledge.Kind.FACT,
+                      subject_peer: Peer | None, actor: lifecycle.ActorLike,
+                      kind: str = Knowledge.Kind.FACT,
                       level: str = Knowledge.Level.PEER, confidence: float = 0.5,
                       sensitivity: str = Knowledge.Sensitivity.INTERNAL,
                       relevant_from: datetime | None = None,

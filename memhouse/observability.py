@@ -190,8 +190,8 @@ def _refresh_gauges() -> None:
     from django.db.models import Min
     from django.utils import timezone
 
+    from knowledge.accounts import list_account_ids
     from knowledge.models import Message
-    from knowledge.selectors import list_account_ids
     from memhouse.tenancy import account_context
 
     oldest = None

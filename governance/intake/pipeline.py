@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from governance import belief_time
-from governance.intake.gates import gate_a, gate_b, normalised
+from governance.intake.gates import PIPELINE, gate_a, gate_b, normalised
 from governance.intake.supersession import settle_update
 from knowledge import lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
@@ -32,7 +32,6 @@ from knowledge.services import knowledge_propose
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
-PIPELINE = "system:pipeline"
 
 
 def get_extractor() -> Extractor:

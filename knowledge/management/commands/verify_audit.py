@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge.selectors import list_account_ids
+from knowledge.accounts import list_account_ids
 from knowledge.services import audit_chain_verify
 from memhouse.tenancy import account_context
 
