@@ -27,9 +27,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from governance.models import ErasureRecord, Validation
-from governance.services import close_open_work, drop_derived_rows
+from governance.services import close_open_work
 from knowledge import audit, lifecycle
-from knowledge.lifecycle import ActorLike, as_actor, transition
+from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import (
     Document,
     DocumentVersion,

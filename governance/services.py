@@ -21,7 +21,7 @@ from governance.intake.gates import REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
 from governance.questions import validation_with_question
 from knowledge import audit, lifecycle
-from knowledge.lifecycle import ActorLike, as_actor, transition
+from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import Knowledge, Peer, Scope
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import ancestor_paths
@@ -165,36 +165,6 @@ def request_revalidation(item: Knowledge, *, actor: ActorLike, reason: str,
         item, kind=V.Kind.REVALIDATION, reason=reason, window=REVALIDATION_WINDOW,
         text="Is this still right about you?", now=now)
     return item
-
-
-def drop_derived_rows(knowledge_ids: Iterable[Any]) -> None:
-    """Delete rebuildable rows (vectors, entity mentions) of statements withdrawn from use."""
-    from retrieval.models import KnowledgeVector
-
-    ids = list(knowledge_ids)
-    if not ids:
-        return
-    KnowledgeVector.objects.filter(knowledge_id__in=ids).delete()
-    try:
-        from retrieval.models import EntityMention  # type: ignore[attr-defined]
-    except ImportError:  # the entity index is optional
-        return
-    from django.db.models import Count, OuterRef, Subquery
-    from django.db.models.functions import Coalesce
-
-    from retrieval.models import Entity
-
-    entity_ids = list(EntityMention.objects.filter(knowledge_id__in=ids)
-                      .values_list("entity_id", flat=True).distinct())
-    EntityMention.objects.filter(knowledge_id__in=ids).delete()
-    if entity_ids:
-        # An entity named only by withdrawn statements must not outlive them (its
-        # canonical name is their text); the others get their counts recomputed.
-        Entity.objects.filter(pk__in=entity_ids, mentions__isnull=True).delete()
-        counts = (EntityMention.objects.filter(entity_id=OuterRef("pk")).values("entity_id")
-                  .annotate(n=Count("id")).values("n"))
-        Entity.objects.filter(pk__in=entity_ids).update(
-            mention_count=Coalesce(Subquery(counts), 0))
 
 
 # --- curator decisions ------------------------------------------------------------------

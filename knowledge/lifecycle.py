@@ -7,6 +7,7 @@ The operator table in docs/lifecycle.md is generated from this module
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -408,6 +409,26 @@ def register_refresh_hook(hook: Any) -> None:
 def _after_commit_refresh(item: Any) -> None:
     for hook in _refresh_hooks:
         hook(item)
+
+
+# Rows other apps derive from statements (retrieval's vectors and entity mentions): the
+# owning app registers how to drop them, so governance never writes another app's tables.
+_derived_row_droppers: list[Callable[[list[Any]], None]] = []
+
+
+def register_derived_rows(drop: Callable[[list[Any]], None]) -> None:
+    if drop not in _derived_row_droppers:
+        _derived_row_droppers.append(drop)
+
+
+def drop_derived_rows(knowledge_ids: Iterable[Any]) -> None:
+    """Delete the rebuildable rows derived from statements withdrawn from use (inside the
+    withdrawing transaction)."""
+    ids = list(knowledge_ids)
+    if not ids:
+        return
+    for drop in _derived_row_droppers:
+        drop(ids)
 
 
 def operator_table_markdown() -> str:
