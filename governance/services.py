@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from governance.intake.gates import REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
-from governance.questions import validation_with_question
+from governance.questions import close_questions, close_validations, validation_with_question
 from knowledge import audit, lifecycle
 from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import Knowledge, Peer, Scope
@@ -92,22 +92,18 @@ def close_open_work(item: Knowledge, *, status: str, resolution: str, by: Peer |
                     answered: PeerQuestion | None = None) -> int:
     """Close the statement's open validations (optionally of some kinds) and expire their
     open questions; `answered` is a question being answered now and is left to the caller."""
-    now = timezone.now()
     qs = V.objects.filter(knowledge_id=item.pk, status=V.Status.OPEN)
     if kinds is not None:
         qs = qs.filter(kind__in=list(kinds))
     ids = list(qs.values_list("id", flat=True))
     if not ids:
         return 0
-    updates: dict[str, Any] = {"status": status, "resolution": resolution, "resolved_at": now,
-                               "resolved_by": by}
-    if note:
-        updates["note"] = note
-    V.objects.filter(id__in=ids).update(**updates)
-    questions = Q_.objects.filter(validation_id__in=ids, status=Q_.Status.OPEN)
+    close_validations(V.objects.filter(id__in=ids), to=status, resolution=resolution, by=by,
+                      note=note)
+    questions = Q_.objects.filter(validation_id__in=ids)
     if answered is not None:
         questions = questions.exclude(pk=answered.pk)
-    questions.update(status=Q_.Status.EXPIRED)
+    close_questions(questions, to=Q_.Status.EXPIRED)
     return len(ids)
 
 
@@ -115,15 +111,8 @@ def _resolve(validation: Validation | None, *, resolution: str, by: Peer | None,
              note: str = "") -> None:
     if validation is None:
         return
-    validation.status = V.Status.RESOLVED
-    validation.resolution = resolution
-    validation.resolved_by = by
-    validation.resolved_at = timezone.now()
-    fields = ["status", "resolution", "resolved_by", "resolved_at"]
-    if note:
-        validation.note = note
-        fields.append("note")
-    validation.save(update_fields=fields)
+    close_validations([validation], to=V.Status.RESOLVED, resolution=resolution, by=by,
+                      note=note)
 
 
 def next_revalidation(item: Knowledge, now: datetime) -> dict[str, Any]:
@@ -440,10 +429,10 @@ def question_answer(*, question: PeerQuestion, actor: Peer, answer: str) -> Peer
             _resolve(q.validation, resolution="declined", by=actor)
             close_open_work(item, status=V.Status.RESOLVED, resolution="declined", by=actor,
                             kinds=[V.Kind.REVIEW], answered=q)
-    q.status = Q_.Status.ANSWERED
-    q.answer = answer
-    q.answered_at = timezone.now()
-    q.save(update_fields=["status", "answer", "answered_at"])
+    answered_at = timezone.now()
+    close_questions(Q_.objects.filter(pk=q.pk), to=Q_.Status.ANSWERED, answer=answer,
+                    at=answered_at)
+    q.status, q.answer, q.answered_at = Q_.Status.ANSWERED, answer, answered_at
     return q
 
 

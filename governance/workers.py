@@ -25,6 +25,7 @@ from django.db import connection
 from django.utils import timezone
 
 from governance.models import DeductionRun, PeerQuestion, Validation
+from governance.questions import close_questions, close_validations
 from governance.services import close_open_work, request_revalidation
 from knowledge import lifecycle
 from knowledge.lifecycle import transition
@@ -159,10 +160,10 @@ def decay_unanswered_questions(account_id: uuid.UUID | str, *,
                                          PeerQuestion.Kind.REVALIDATION])
                        .order_by("deadline", "id")[:BATCH])
             for q in due:
-                PeerQuestion.objects.filter(pk=q.pk).update(status=PeerQuestion.Status.EXPIRED)
-                Validation.objects.filter(pk=q.validation_id, status=Validation.Status.OPEN
-                                          ).update(status=Validation.Status.EXPIRED,
-                                                   resolution="unanswered", resolved_at=at)
+                close_questions(PeerQuestion.objects.filter(pk=q.pk),
+                                to=PeerQuestion.Status.EXPIRED)
+                close_validations(Validation.objects.filter(pk=q.validation_id),
+                                  to=Validation.Status.EXPIRED, resolution="unanswered", at=at)
                 item = Knowledge.objects.select_for_update(no_key=True).get(pk=q.knowledge_id)
                 if item.state in (lifecycle.PROVISIONAL, lifecycle.NEEDS_REVALIDATION):
                     lowered = round(item.confidence * DECAY_FACTOR, 4)
