@@ -23,6 +23,7 @@ from governance.questions import close_questions, close_validations, validation_
 from knowledge import audit, lifecycle
 from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import Knowledge, Peer, Scope
+from knowledge.services import scope_setting_write
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import ancestor_paths
 
@@ -598,20 +599,16 @@ def scope_belief_time_set(*, scope: Scope, actor: Peer, policy: dict[str, Any] |
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN and actor.is_admin):
         raise ApplicationError("permission_denied", "only account administrators may change "
                                "scope settings", status_code=403)
-    locked = Scope.objects.select_for_update().get(pk=scope.pk)
-    settings = dict(locked.settings or {})
-    if policy is None:
-        settings.pop(belief_time.SETTING_KEY, None)
-    else:
+    value = None
+    if policy is not None:
         try:
-            settings[belief_time.SETTING_KEY] = belief_time.validate_override(policy)
+            value = belief_time.validate_override(policy)
         except ValueError as exc:
             raise ApplicationError("invalid_belief_time", str(exc)) from exc
-    Scope.objects.filter(pk=locked.pk).update(settings=settings)
-    locked.settings = settings
+    locked = scope_setting_write(scope=scope, key=belief_time.SETTING_KEY, value=value)
     audit.append(account_id=locked.account_id, event_type="scope.belief_time_set",
                  actor=as_actor(actor).label, target_type="scope", target_id=str(locked.pk),
-                 payload={"belief_time": settings.get(belief_time.SETTING_KEY)})
+                 payload={"belief_time": locked.settings.get(belief_time.SETTING_KEY)})
     return locked
 
 

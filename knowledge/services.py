@@ -71,6 +71,23 @@ def scope_ensure(*, account_id: uuid.UUID, path: str) -> Scope:
 
 
 @transaction.atomic
+def scope_setting_write(*, scope: Scope, key: str, value: Any) -> Scope:
+    """The one writer of `Scope.settings`: set `key` (or with None clear it) under the
+    row's lock, so two writers of different keys never lose each other's change. Callers
+    authorise, validate and audit (e.g. governance.services.scope_belief_time_set);
+    reads inherit nearest-wins (knowledge.selectors.scope_setting)."""
+    locked = Scope.objects.select_for_update().get(pk=scope.pk)
+    settings = dict(locked.settings or {})
+    if value is None:
+        settings.pop(key, None)
+    else:
+        settings[key] = value
+    Scope.objects.filter(pk=locked.pk).update(settings=settings)
+    locked.settings = settings
+    return locked
+
+
+@transaction.atomic
 def peer_create(*, account_id: uuid.UUID, key: str, kind: str, display_name: str = "",
                 password: str | None = None, username: str | None = None,
                 is_curator: bool = False, is_admin: bool = False,

@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tables_leave_open_only():
-    assert questions.VALIDATION_EDGES == {V.OPEN: {V.RESOLVED, V.EXPIRED},
-                                          V.RESOLVED: set(), V.EXPIRED: set()}
-    assert questions.QUESTION_EDGES == {Q_.OPEN: {Q_.ANSWERED, Q_.EXPIRED},
-                                        Q_.ANSWERED: set(), Q_.EXPIRED: set()}
+    validation = {V.OPEN: {V.RESOLVED, V.EXPIRED}, V.RESOLVED: set(), V.EXPIRED: set()}
+    question = {Q_.OPEN: {Q_.ANSWERED, Q_.EXPIRED}, Q_.ANSWERED: set(), Q_.EXPIRED: set()}
+    assert validation == questions.VALIDATION_EDGES
+    assert question == questions.QUESTION_EDGES
 
 
 def test_close_moves_open_rows_once_and_refuses_other_targets(world):

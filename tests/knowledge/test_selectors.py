@@ -110,3 +110,29 @@ def test_visibility_by_reader_sensitivity_state_scope_and_expiry(world):
     assert everything == base | {personal.id}  # internal: lifecycle only, no provisional
     assert in_sibling.id not in everything and proposed.id not in everything
     assert _ids(bob, sibling) == {in_sibling.id, about_scope.id}
+
+
+def test_scope_setting_write_is_the_one_writer_and_reads_see_it(world):
+    scope = world.scope
+    updated = services.scope_setting_write(scope=scope, key="retrieval_profile", value="fast")
+    assert updated.settings["retrieval_profile"] == "fast"
+    services.scope_setting_write(scope=scope, key="other", value={"a": 1})
+    assert selectors.scope_setting(scope=scope, key="retrieval_profile") == "fast"
+    cleared = services.scope_setting_write(scope=scope, key="retrieval_profile", value=None)
+    assert cleared.settings == {"other": {"a": 1}}
+    assert selectors.scope_setting(scope=scope, key="retrieval_profile", default="x") == "x"
+
+
+def test_scope_for_read_keeps_the_chain_for_the_request(world):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    services.scope_setting_write(scope=world.root, key="retrieval_profile", value="fast")
+    reader = Reader(account_id=world.account.id, posture="internal", scope_roots=None)
+    with CaptureQueriesContext(connection) as q:
+        scope = scope_for_read(reader=reader, path="/marketing/social")
+        chain = selectors.scope_chain(scope)
+        assert selectors.scope_setting(scope=scope, key="retrieval_profile") == "fast"
+    assert len(q.captured_queries) == 1
+    assert chain.paths == ("/marketing/social", "/marketing", "/")
+    assert chain.ids[0] == scope.pk and chain.ids[-1] == world.root.pk
