@@ -70,7 +70,7 @@ from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle, people
 from knowledge.credentials import principal_for_user
 from knowledge.lifecycle import TransitionError
-from knowledge.models import Knowledge
+from knowledge.models import Knowledge, Peer
 from knowledge.selectors import reader_for, scope_for_read
 from knowledge.services import audit_chain_verify
 from memhouse.errors import ApplicationError, NotFound
@@ -386,7 +386,7 @@ _DECISIONS: dict[str, tuple[str, str]] = {
 }
 
 
-def _apply_decision(action: str, item: Knowledge, actor: Any, note: str) -> Knowledge:
+def _apply_decision(action: str, item: Knowledge, actor: Peer, note: str) -> Knowledge:
     if action == "approve":
         return services.knowledge_approve(item=item, actor=actor, note=note)
     if action == "reject":
