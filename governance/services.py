@@ -83,7 +83,7 @@ def _reason_text(reason: str | None, *, required: bool) -> str:
     return text
 
 
-def open_validation(item: Knowledge, kind: str) -> Validation | None:
+def _open_validation(item: Knowledge, kind: str) -> Validation | None:
     return (V.objects.select_for_update().filter(knowledge_id=item.pk, kind=kind,
                                                  status=V.Status.OPEN).first())
 
@@ -116,7 +116,7 @@ def _resolve(validation: Validation | None, *, resolution: str, by: Peer | None,
                       note=note)
 
 
-def next_revalidation(item: Knowledge, now: datetime) -> dict[str, Any]:
+def _next_revalidation(item: Knowledge, now: datetime) -> dict[str, Any]:
     """Extra transition fields that move an elapsed revalidate_after forward."""
     if item.revalidate_after is None or item.revalidate_after > now:
         return {}
@@ -168,10 +168,10 @@ def knowledge_approve(*, item: Knowledge, actor: Peer, note: str = "") -> Knowle
     if item.state != lifecycle.HELD:
         raise _conflict("not_held", f"only held statements can be approved; this one is "
                                     f"{item.state}")
-    if open_validation(item, V.Kind.CONSENT) is not None:
+    if _open_validation(item, V.Kind.CONSENT) is not None:
         raise _conflict("consent_pending",
                         "the subject has not yet consented to this promotion")
-    review = open_validation(item, V.Kind.REVIEW)
+    review = _open_validation(item, V.Kind.REVIEW)
     level = (review.target_level if review and review.target_level else item.level)
     scope_id = (review.target_scope_id if review and review.target_scope_id else item.scope_id)
     if level != Knowledge.Level.PEER and needs_consent(item) and not _consented(
@@ -202,7 +202,7 @@ def knowledge_reject(*, item: Knowledge, actor: Peer, note: str = "") -> Knowled
     if item.state != lifecycle.HELD:
         raise _conflict("not_held", f"only held statements can be rejected; this one is "
                                     f"{item.state}")
-    review = open_validation(item, V.Kind.REVIEW)
+    review = _open_validation(item, V.Kind.REVIEW)
     evidence = {"validation": str(review.pk) if review else None, "note": note}
     if _is_promotion(review, item):
         item = transition(item, lifecycle.ACTIVE, actor=actor, reason="f4_promotion_declined",
@@ -229,7 +229,7 @@ def contest_resolve(*, item: Knowledge, actor: Peer, outcome: str, note: str = "
     if item.state != lifecycle.CONTESTED:
         raise _conflict("not_contested", f"only contested statements can be resolved; this "
                                          f"one is {item.state}")
-    dispute = open_validation(item, V.Kind.DISPUTE)
+    dispute = _open_validation(item, V.Kind.DISPUTE)
     evidence = {"validation": str(dispute.pk) if dispute else None, "note": note}
     if outcome == "for":
         item = transition(item, lifecycle.ACTIVE, actor=actor, reason="f4_contest_resolved_for",
@@ -292,7 +292,7 @@ def _confirm(item: Knowledge, *, actor: Peer, reason: str, evidence: dict[str, A
     now = timezone.now()
     item = transition(item, lifecycle.ACTIVE, actor=actor, reason=reason,
                       verification=VERIFY.SUBJECT_CONFIRMED, evidence=evidence,
-                      **next_revalidation(item, now))
+                      **_next_revalidation(item, now))
     _retire_contradicted(item, actor=actor)
     return item
 
@@ -472,7 +472,7 @@ def _replace(originals: list[Knowledge], *, statement: str, actor: Peer, accept_
     for item in originals:
         if item.state not in CORRECTABLE:
             raise _conflict("not_correctable", f"a {item.state} statement cannot be corrected")
-        if _is_promotion(open_validation(item, V.Kind.REVIEW), item) and \
+        if _is_promotion(_open_validation(item, V.Kind.REVIEW), item) and \
                 item.state == lifecycle.HELD:
             raise _conflict("promotion_pending", "decide the pending promotion first")
     sources: dict[tuple[str, Any], str] = {}
@@ -574,7 +574,7 @@ def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
     if outcome not in {"keep", "retire"}:
         raise ApplicationError("invalid_outcome", "outcome is 'keep' or 'retire'")
     item = _lock(item)
-    review = open_validation(item, V.Kind.CONTRADICTION)
+    review = _open_validation(item, V.Kind.CONTRADICTION)
     if review is None:
         raise _conflict("no_contradiction", "this statement has no open contradiction review")
     if outcome == "retire":
