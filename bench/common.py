@@ -349,8 +349,9 @@ def attach_locomo(convs: list[Conversation], *, account_name: str = "LoCoMo benc
     """In a reused database: the Account an earlier `ingest_locomo` made, with each
     conversation's scope and peer keys filled in as ingest would; None when there is none
     (or it misses a conversation), so the caller ingests afresh."""
+    from knowledge.accounts import list_account_ids
     from knowledge.models import Account, Peer, Scope
-    from memhouse.tenancy import account_context, list_account_ids
+    from memhouse.tenancy import account_context
 
     # Accounts are readable only inside their own context (RLS): look in each.
     account = None

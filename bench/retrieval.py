@@ -758,8 +758,8 @@ class Scale:
         self.index = index_name(self.space)
         from django.db.models import Count
 
+        from knowledge.accounts import list_account_ids
         from knowledge.models import Account, Knowledge
-        from memhouse.tenancy import list_account_ids
 
         existing = {}  # slug -> Account, in a reused database
         for aid in list_account_ids():

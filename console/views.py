@@ -68,11 +68,11 @@ from governance import selectors as gov
 from governance import services
 from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle, people
+from knowledge.credentials import principal_for_user
 from knowledge.lifecycle import TransitionError
-from knowledge.models import Knowledge
+from knowledge.models import Knowledge, Peer
 from knowledge.selectors import reader_for, scope_for_read
 from knowledge.services import audit_chain_verify
-from memhouse.authentication import principal_for_user
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, ancestor_paths
 
@@ -102,8 +102,8 @@ class LogoutView(auth_views.LogoutView):
     def post(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         from django.db import transaction
 
+        from knowledge.credentials import principal_for_user
         from knowledge.services import tokens_revoke
-        from memhouse.authentication import principal_for_user
 
         if request.user.is_authenticated:
             with transaction.atomic():
@@ -386,7 +386,7 @@ _DECISIONS: dict[str, tuple[str, str]] = {
 }
 
 
-def _apply_decision(action: str, item: Knowledge, actor: Any, note: str) -> Knowledge:
+def _apply_decision(action: str, item: Knowledge, actor: Peer, note: str) -> Knowledge:
     if action == "approve":
         return services.knowledge_approve(item=item, actor=actor, note=note)
     if action == "reject":

@@ -18,8 +18,8 @@ from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
 from knowledge.presenters import iso as _ts
 from knowledge.presenters import knowledge_out
-from memhouse.authentication import IsHuman, IsHumanCurator, principal_of
-from memhouse.principal import Principal
+from memhouse.permissions import IsHuman, IsHumanCurator
+from memhouse.principal import Principal, principal_of
 
 
 class IsAccountAdmin(BasePermission):

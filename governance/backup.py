@@ -441,7 +441,8 @@ def rebuild_derived(*, progress: Progress = print) -> dict[str, int]:
     from django.core.management import call_command
 
     from governance.archive import _rechunk
-    from memhouse.tenancy import account_context, list_account_ids
+    from knowledge.accounts import list_account_ids
+    from memhouse.tenancy import account_context
 
     chunks = 0
     for account_id in list_account_ids():

@@ -27,9 +27,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from governance.models import ErasureRecord, Validation
-from governance.services import actor_label, close_open_work, drop_derived_rows
+from governance.services import close_open_work
 from knowledge import audit, lifecycle
-from knowledge.lifecycle import transition
+from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import (
     Document,
     DocumentVersion,
@@ -57,7 +57,7 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _require_admin(actor: Any) -> Peer:
+def _require_admin(actor: ActorLike) -> Peer:
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN and actor.is_admin):
         raise ApplicationError("permission_denied", "only account administrators may erase",
                                status_code=403)
@@ -71,7 +71,7 @@ def _live_source() -> Q:
                                         document_version__tombstoned_at__isnull=True)
 
 
-def retract_orphaned(*, knowledge_ids: Iterable[Any], actor: Any,
+def retract_orphaned(*, knowledge_ids: Iterable[Any], actor: ActorLike,
                      evidence: dict[str, Any]) -> int:
     """Retract statements that just lost provenance and have no live source left.
 
@@ -104,8 +104,8 @@ def _record(*, record_id: uuid.UUID, account_id: uuid.UUID, kind: str, target_id
             content_hashes: list[str] | None = None) -> ErasureRecord:
     record = ErasureRecord.objects.create(
         id=record_id, account_id=account_id, kind=kind, target_id=target_id, sha256=digest,
-        content_hashes=content_hashes or [], actor=actor_label(actor), details=details)
-    audit.append(account_id=account_id, event_type=f"erasure.{kind}", actor=actor_label(actor),
+        content_hashes=content_hashes or [], actor=as_actor(actor).label, details=details)
+    audit.append(account_id=account_id, event_type=f"erasure.{kind}", actor=as_actor(actor).label,
                  target_type=kind, target_id=str(target_id),
                  payload={"erasure": str(record.id), **details})
     return record

@@ -19,10 +19,11 @@ from django.utils import timezone
 
 from governance.intake.gates import REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
-from governance.questions import validation_with_question
+from governance.questions import close_questions, close_validations, validation_with_question
 from knowledge import audit, lifecycle
-from knowledge.lifecycle import transition
+from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import Knowledge, Peer, Scope
+from knowledge.services import scope_setting_write
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import ancestor_paths
 
@@ -44,10 +45,6 @@ VERIFY = Knowledge.Verification
 
 # --- helpers ----------------------------------------------------------------------------
 
-def actor_label(actor: Any) -> str:
-    return f"peer:{actor.key}" if isinstance(actor, Peer) else str(actor)
-
-
 def _lock(item: Knowledge) -> Knowledge:
     """Re-read the row under FOR NO KEY UPDATE (only the knowledge row, not joined ones),
     the lock transition() takes: never one that waits for a foreign-key check."""
@@ -55,7 +52,7 @@ def _lock(item: Knowledge) -> Knowledge:
         "subject_peer", "scope").get(pk=item.pk)
 
 
-def _require_curator(actor: Any) -> Peer:
+def _require_curator(actor: ActorLike) -> Peer:
     # The API checks IsHumanCurator first; this is the same rule for any other caller.
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN and actor.is_curator):
         raise ApplicationError("permission_denied",
@@ -64,7 +61,7 @@ def _require_curator(actor: Any) -> Peer:
     return actor
 
 
-def _require_subject(item: Knowledge, actor: Any) -> Peer:
+def _require_subject(item: Knowledge, actor: ActorLike) -> Peer:
     # Anyone but the human subject gets the answer a missing row gets.
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN
             and item.subject_peer_id == actor.pk):
@@ -86,7 +83,7 @@ def _reason_text(reason: str | None, *, required: bool) -> str:
     return text
 
 
-def open_validation(item: Knowledge, kind: str) -> Validation | None:
+def _open_validation(item: Knowledge, kind: str) -> Validation | None:
     return (V.objects.select_for_update().filter(knowledge_id=item.pk, kind=kind,
                                                  status=V.Status.OPEN).first())
 
@@ -96,22 +93,18 @@ def close_open_work(item: Knowledge, *, status: str, resolution: str, by: Peer |
                     answered: PeerQuestion | None = None) -> int:
     """Close the statement's open validations (optionally of some kinds) and expire their
     open questions; `answered` is a question being answered now and is left to the caller."""
-    now = timezone.now()
     qs = V.objects.filter(knowledge_id=item.pk, status=V.Status.OPEN)
     if kinds is not None:
         qs = qs.filter(kind__in=list(kinds))
     ids = list(qs.values_list("id", flat=True))
     if not ids:
         return 0
-    updates: dict[str, Any] = {"status": status, "resolution": resolution, "resolved_at": now,
-                               "resolved_by": by}
-    if note:
-        updates["note"] = note
-    V.objects.filter(id__in=ids).update(**updates)
-    questions = Q_.objects.filter(validation_id__in=ids, status=Q_.Status.OPEN)
+    close_validations(V.objects.filter(id__in=ids), to=status, resolution=resolution, by=by,
+                      note=note)
+    questions = Q_.objects.filter(validation_id__in=ids)
     if answered is not None:
         questions = questions.exclude(pk=answered.pk)
-    questions.update(status=Q_.Status.EXPIRED)
+    close_questions(questions, to=Q_.Status.EXPIRED)
     return len(ids)
 
 
@@ -119,18 +112,11 @@ def _resolve(validation: Validation | None, *, resolution: str, by: Peer | None,
              note: str = "") -> None:
     if validation is None:
         return
-    validation.status = V.Status.RESOLVED
-    validation.resolution = resolution
-    validation.resolved_by = by
-    validation.resolved_at = timezone.now()
-    fields = ["status", "resolution", "resolved_by", "resolved_at"]
-    if note:
-        validation.note = note
-        fields.append("note")
-    validation.save(update_fields=fields)
+    close_validations([validation], to=V.Status.RESOLVED, resolution=resolution, by=by,
+                      note=note)
 
 
-def next_revalidation(item: Knowledge, now: datetime) -> dict[str, Any]:
+def _next_revalidation(item: Knowledge, now: datetime) -> dict[str, Any]:
     """Extra transition fields that move an elapsed revalidate_after forward."""
     if item.revalidate_after is None or item.revalidate_after > now:
         return {}
@@ -158,7 +144,7 @@ def _is_promotion(review: Validation | None, item: Knowledge) -> bool:
         review is None and item.state_reason == PROMOTION_REASON)
 
 
-def request_revalidation(item: Knowledge, *, actor: str, reason: str,
+def request_revalidation(item: Knowledge, *, actor: ActorLike, reason: str,
                          evidence: dict[str, Any], now: datetime | None = None) -> Knowledge:
     """active -> needs_revalidation with its REVALIDATION validation and, when the
     statement has a subject, a revalidation question to them. Call inside a transaction."""
@@ -169,36 +155,6 @@ def request_revalidation(item: Knowledge, *, actor: str, reason: str,
         item, kind=V.Kind.REVALIDATION, reason=reason, window=REVALIDATION_WINDOW,
         text="Is this still right about you?", now=now)
     return item
-
-
-def drop_derived_rows(knowledge_ids: Iterable[Any]) -> None:
-    """Delete rebuildable rows (vectors, entity mentions) of statements withdrawn from use."""
-    from retrieval.models import KnowledgeVector
-
-    ids = list(knowledge_ids)
-    if not ids:
-        return
-    KnowledgeVector.objects.filter(knowledge_id__in=ids).delete()
-    try:
-        from retrieval.models import EntityMention  # type: ignore[attr-defined]
-    except ImportError:  # the entity index is optional
-        return
-    from django.db.models import Count, OuterRef, Subquery
-    from django.db.models.functions import Coalesce
-
-    from retrieval.models import Entity
-
-    entity_ids = list(EntityMention.objects.filter(knowledge_id__in=ids)
-                      .values_list("entity_id", flat=True).distinct())
-    EntityMention.objects.filter(knowledge_id__in=ids).delete()
-    if entity_ids:
-        # An entity named only by withdrawn statements must not outlive them (its
-        # canonical name is their text); the others get their counts recomputed.
-        Entity.objects.filter(pk__in=entity_ids, mentions__isnull=True).delete()
-        counts = (EntityMention.objects.filter(entity_id=OuterRef("pk")).values("entity_id")
-                  .annotate(n=Count("id")).values("n"))
-        Entity.objects.filter(pk__in=entity_ids).update(
-            mention_count=Coalesce(Subquery(counts), 0))
 
 
 # --- curator decisions ------------------------------------------------------------------
@@ -212,10 +168,10 @@ def knowledge_approve(*, item: Knowledge, actor: Peer, note: str = "") -> Knowle
     if item.state != lifecycle.HELD:
         raise _conflict("not_held", f"only held statements can be approved; this one is "
                                     f"{item.state}")
-    if open_validation(item, V.Kind.CONSENT) is not None:
+    if _open_validation(item, V.Kind.CONSENT) is not None:
         raise _conflict("consent_pending",
                         "the subject has not yet consented to this promotion")
-    review = open_validation(item, V.Kind.REVIEW)
+    review = _open_validation(item, V.Kind.REVIEW)
     level = (review.target_level if review and review.target_level else item.level)
     scope_id = (review.target_scope_id if review and review.target_scope_id else item.scope_id)
     if level != Knowledge.Level.PEER and needs_consent(item) and not _consented(
@@ -246,7 +202,7 @@ def knowledge_reject(*, item: Knowledge, actor: Peer, note: str = "") -> Knowled
     if item.state != lifecycle.HELD:
         raise _conflict("not_held", f"only held statements can be rejected; this one is "
                                     f"{item.state}")
-    review = open_validation(item, V.Kind.REVIEW)
+    review = _open_validation(item, V.Kind.REVIEW)
     evidence = {"validation": str(review.pk) if review else None, "note": note}
     if _is_promotion(review, item):
         item = transition(item, lifecycle.ACTIVE, actor=actor, reason="f4_promotion_declined",
@@ -273,7 +229,7 @@ def contest_resolve(*, item: Knowledge, actor: Peer, outcome: str, note: str = "
     if item.state != lifecycle.CONTESTED:
         raise _conflict("not_contested", f"only contested statements can be resolved; this "
                                          f"one is {item.state}")
-    dispute = open_validation(item, V.Kind.DISPUTE)
+    dispute = _open_validation(item, V.Kind.DISPUTE)
     evidence = {"validation": str(dispute.pk) if dispute else None, "note": note}
     if outcome == "for":
         item = transition(item, lifecycle.ACTIVE, actor=actor, reason="f4_contest_resolved_for",
@@ -336,7 +292,7 @@ def _confirm(item: Knowledge, *, actor: Peer, reason: str, evidence: dict[str, A
     now = timezone.now()
     item = transition(item, lifecycle.ACTIVE, actor=actor, reason=reason,
                       verification=VERIFY.SUBJECT_CONFIRMED, evidence=evidence,
-                      **next_revalidation(item, now))
+                      **_next_revalidation(item, now))
     _retire_contradicted(item, actor=actor)
     return item
 
@@ -464,7 +420,7 @@ def question_answer(*, question: PeerQuestion, actor: Peer, answer: str) -> Peer
         if answer == "consent":
             _resolve(q.validation, resolution="consented", by=actor)
             audit.append(account_id=item.account_id, event_type="governance.consent_given",
-                         actor=actor_label(actor), target_type="knowledge",
+                         actor=as_actor(actor).label, target_type="knowledge",
                          target_id=str(item.pk),
                          payload={"validation": str(q.validation_id),
                                   "target_level": q.validation.target_level})
@@ -474,10 +430,10 @@ def question_answer(*, question: PeerQuestion, actor: Peer, answer: str) -> Peer
             _resolve(q.validation, resolution="declined", by=actor)
             close_open_work(item, status=V.Status.RESOLVED, resolution="declined", by=actor,
                             kinds=[V.Kind.REVIEW], answered=q)
-    q.status = Q_.Status.ANSWERED
-    q.answer = answer
-    q.answered_at = timezone.now()
-    q.save(update_fields=["status", "answer", "answered_at"])
+    answered_at = timezone.now()
+    close_questions(Q_.objects.filter(pk=q.pk), to=Q_.Status.ANSWERED, answer=answer,
+                    at=answered_at)
+    q.status, q.answer, q.answered_at = Q_.Status.ANSWERED, answer, answered_at
     return q
 
 
@@ -516,7 +472,7 @@ def _replace(originals: list[Knowledge], *, statement: str, actor: Peer, accept_
     for item in originals:
         if item.state not in CORRECTABLE:
             raise _conflict("not_correctable", f"a {item.state} statement cannot be corrected")
-        if _is_promotion(open_validation(item, V.Kind.REVIEW), item) and \
+        if _is_promotion(_open_validation(item, V.Kind.REVIEW), item) and \
                 item.state == lifecycle.HELD:
             raise _conflict("promotion_pending", "decide the pending promotion first")
     sources: dict[tuple[str, Any], str] = {}
@@ -618,7 +574,7 @@ def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
     if outcome not in {"keep", "retire"}:
         raise ApplicationError("invalid_outcome", "outcome is 'keep' or 'retire'")
     item = _lock(item)
-    review = open_validation(item, V.Kind.CONTRADICTION)
+    review = _open_validation(item, V.Kind.CONTRADICTION)
     if review is None:
         raise _conflict("no_contradiction", "this statement has no open contradiction review")
     if outcome == "retire":
@@ -643,20 +599,16 @@ def scope_belief_time_set(*, scope: Scope, actor: Peer, policy: dict[str, Any] |
     if not (isinstance(actor, Peer) and actor.kind == Peer.Kind.HUMAN and actor.is_admin):
         raise ApplicationError("permission_denied", "only account administrators may change "
                                "scope settings", status_code=403)
-    locked = Scope.objects.select_for_update().get(pk=scope.pk)
-    settings = dict(locked.settings or {})
-    if policy is None:
-        settings.pop(belief_time.SETTING_KEY, None)
-    else:
+    value = None
+    if policy is not None:
         try:
-            settings[belief_time.SETTING_KEY] = belief_time.validate_override(policy)
+            value = belief_time.validate_override(policy)
         except ValueError as exc:
             raise ApplicationError("invalid_belief_time", str(exc)) from exc
-    Scope.objects.filter(pk=locked.pk).update(settings=settings)
-    locked.settings = settings
+    locked = scope_setting_write(scope=scope, key=belief_time.SETTING_KEY, value=value)
     audit.append(account_id=locked.account_id, event_type="scope.belief_time_set",
-                 actor=actor_label(actor), target_type="scope", target_id=str(locked.pk),
-                 payload={"belief_time": settings.get(belief_time.SETTING_KEY)})
+                 actor=as_actor(actor).label, target_type="scope", target_id=str(locked.pk),
+                 payload={"belief_time": locked.settings.get(belief_time.SETTING_KEY)})
     return locked
 
 

@@ -103,8 +103,9 @@ def process_document_version(account_id: str, version_id: str) -> int:
 @shared_task(name="governance.sweep_unprocessed", acks_late=True)
 def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
     """Re-enqueue messages whose pipeline dispatch was lost (broker down at commit)."""
+    from knowledge.accounts import list_account_ids
     from knowledge.models import Message
-    from memhouse.tenancy import account_context, list_account_ids
+    from memhouse.tenancy import account_context
 
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     queued = 0

@@ -25,19 +25,21 @@ from django.db import connection
 from django.utils import timezone
 
 from governance.models import DeductionRun, PeerQuestion, Validation
+from governance.questions import close_questions, close_validations
 from governance.services import close_open_work, request_revalidation
 from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation
 from knowledge.prompts import prompt_identity
+from memhouse.principal import Actor
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
 
-EXPIRY = "system:expiry"
-REVALIDATION = "system:revalidation"
-DREAM = "system:dream-time"
-DEDUCTION = "system:deduction"
+EXPIRY = Actor.system("expiry")
+REVALIDATION = Actor.system("revalidation")
+DREAM = Actor.system("dream-time")
+DEDUCTION = Actor.system("deduction")
 BATCH = 200
 DECAY_FACTOR = 0.7
 SIMILARITY_THRESHOLD = 0.95
@@ -73,7 +75,7 @@ def expire_due(account_id: uuid.UUID | str, *, now: datetime | None = None) -> i
     at = _now(now)
 
     def batch() -> int:
-        with account_context(account_id):
+        with account_context(account_id, durable=True):
             rows = list(Knowledge.objects.select_for_update(skip_locked=True, no_key=True)
                         .filter(state__in=EXPIRABLE, expires_at__lte=at)
                         .order_by("expires_at", "id")[:BATCH])
@@ -94,7 +96,7 @@ def revalidate_due(account_id: uuid.UUID | str, *, now: datetime | None = None) 
     at = _now(now)
 
     def batch() -> int:
-        with account_context(account_id):
+        with account_context(account_id, durable=True):
             rows = list(Knowledge.objects.select_for_update(skip_locked=True, no_key=True)
                         .filter(state=lifecycle.ACTIVE, revalidate_after__lte=at)
                         .exclude(expires_at__lte=at).order_by("revalidate_after", "id")[:BATCH])
@@ -117,7 +119,7 @@ def age_overdue_reviews(account_id: uuid.UUID | str, *, now: datetime | None = N
 
     def batch() -> int:
         nonlocal rejected
-        with account_context(account_id):
+        with account_context(account_id, durable=True):
             due = list(Validation.objects.select_for_update(skip_locked=True, no_key=True)
                        .filter(kind=Validation.Kind.REVIEW, status=Validation.Status.OPEN,
                                due_at__lte=at).order_by("due_at", "id")[:BATCH])
@@ -151,17 +153,17 @@ def decay_unanswered_questions(account_id: uuid.UUID | str, *,
 
     def batch() -> int:
         nonlocal staled
-        with account_context(account_id):
+        with account_context(account_id, durable=True):
             due = list(PeerQuestion.objects.select_for_update(skip_locked=True, no_key=True)
                        .filter(status=PeerQuestion.Status.OPEN, deadline__lte=at,
                                kind__in=[PeerQuestion.Kind.CONFIRMATION,
                                          PeerQuestion.Kind.REVALIDATION])
                        .order_by("deadline", "id")[:BATCH])
             for q in due:
-                PeerQuestion.objects.filter(pk=q.pk).update(status=PeerQuestion.Status.EXPIRED)
-                Validation.objects.filter(pk=q.validation_id, status=Validation.Status.OPEN
-                                          ).update(status=Validation.Status.EXPIRED,
-                                                   resolution="unanswered", resolved_at=at)
+                close_questions(PeerQuestion.objects.filter(pk=q.pk),
+                                to=PeerQuestion.Status.EXPIRED)
+                close_validations(Validation.objects.filter(pk=q.validation_id),
+                                  to=Validation.Status.EXPIRED, resolution="unanswered", at=at)
                 item = Knowledge.objects.select_for_update(no_key=True).get(pk=q.knowledge_id)
                 if item.state in (lifecycle.PROVISIONAL, lifecycle.NEEDS_REVALIDATION):
                     lowered = round(item.confidence * DECAY_FACTOR, 4)
@@ -184,7 +186,7 @@ def verify_audit_chain(account_id: uuid.UUID | str) -> dict[str, Any]:
     audit page shows the newest record)."""
     from knowledge.services import audit_chain_verify
 
-    with account_context(account_id):
+    with account_context(account_id, durable=True):
         record = audit_chain_verify(account_id=account_id, trigger="schedule")
     if not record.ok:
         log.error("audit chain of account %s broken at seq %s: %s", account_id,
@@ -241,7 +243,7 @@ def consolidate_duplicates(account_id: uuid.UUID | str, *,
     from knowledge.services import knowledge_merge_sources
 
     merged = 0
-    with account_context(account_id):
+    with account_context(account_id, durable=True):
         with connection.cursor() as cur:
             cur.execute(_PAIRS_SQL, [threshold])
             pairs = cur.fetchall()
@@ -344,7 +346,7 @@ def _deduction_groups(account_id: uuid.UUID | str) -> list[_Group]:
 
     Deduction stays inside one scope: a conclusion anchored at a wider scope could show
     readers there what only a narrower scope's members may see."""
-    with account_context(account_id):
+    with account_context(account_id, durable=True):
         rows = (Knowledge.objects.filter(state=lifecycle.ACTIVE, subject_peer__isnull=False)
                 .exclude(extractor="deduction").order_by("-inserted_at")
                 .values_list("id", "statement", "subject_peer_id", "scope_id",
@@ -374,7 +376,7 @@ def _write_deductions(account_id: uuid.UUID | str, group: _Group, answer: dict[s
 
     refs = {f"S{i + 1}": kid for i, (kid, _) in enumerate(group.items)}
     created = 0
-    with account_context(account_id):
+    with account_context(account_id, durable=True):
         run, fresh = DeductionRun.objects.get_or_create(
             account_id=account_id, signature=group.signature,
             defaults={"subject_peer_id": group.subject_id, "scope_id": group.scope_id,
@@ -431,7 +433,7 @@ def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, An
         return DeductionResult("skipped", reason="no generation provider is configured; "
                                                  "deduction needs one").as_dict()
     result = DeductionResult("ok", provider=getattr(provider, "name", "provider"))
-    from memhouse.usage import metering
+    from memhouse.metering import metering
 
     with metering(account_id):  # the provider bills each call to this Account
         _deduce_groups(account_id, provider, result)
@@ -462,7 +464,7 @@ def _deduce_groups(account_id: uuid.UUID | str, provider: Any, result: Deduction
 def contributor_changed(account_id: uuid.UUID | str, knowledge_id: uuid.UUID | str) -> int:
     """Active deductions derived from a statement that is no longer active ->
     needs_revalidation (f4_contributor_changed), with a validation row and a question."""
-    with account_context(account_id):
+    with account_context(account_id, durable=True):
         contributor = Knowledge.objects.filter(pk=knowledge_id).values("state").first()
         if contributor is None or contributor["state"] == lifecycle.ACTIVE:
             return 0
@@ -481,7 +483,7 @@ def contributor_changed(account_id: uuid.UUID | str, knowledge_id: uuid.UUID | s
 def per_account(work: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """Run `work(account_id, ...)` in every Account; one failing Account does not stop the
     others (it is logged and retried on the next beat)."""
-    from memhouse.tenancy import list_account_ids
+    from knowledge.accounts import list_account_ids
 
     out: dict[str, Any] = {}
     totals: dict[str, int] = defaultdict(int)

@@ -14,12 +14,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge import people, services
+from knowledge import people, services, usage
+from knowledge.credentials import principal_for_user
 from knowledge.selectors import DOCUMENTS_DEFAULT_LIMIT, DOCUMENTS_MAX_LIMIT
-from memhouse import usage
-from memhouse.authentication import IsHuman, IsHumanAdmin, principal_for_user, principal_of
 from memhouse.errors import ApplicationError, error_response
 from memhouse.fields import AwareDateTimeField, is_naive
+from memhouse.permissions import IsHuman, IsHumanAdmin
+from memhouse.principal import principal_of
 
 
 class AuthTokenApi(APIView):

@@ -6,4 +6,8 @@ class KnowledgeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memhouse import checks  # noqa: F401  (registers the deploy system checks)
+        from knowledge.lifecycle import TransitionError
+        from memhouse.errors import register_error
+
+        # An edge the lifecycle refuses is the caller's conflict with the current state.
+        register_error(TransitionError, lambda exc: (exc.code, str(exc), 409))

@@ -7,11 +7,17 @@ The operator table in docs/lifecycle.md is generated from this module
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from django.db import connection, transaction
 from django.utils import timezone
+
+from memhouse.principal import Actor
+
+if TYPE_CHECKING:
+    from knowledge.models import Peer
 
 PROPOSED = "proposed"
 ACTIVE = "active"
@@ -272,22 +278,32 @@ def is_allowed(from_state: str | None, to_state: str) -> bool:
     return to_state in EDGES.get(from_state, frozenset())
 
 
-def _actor_label(actor: Any) -> tuple[Any, str]:
-    """Accept a Peer or a system label such as 'system:expiry'."""
+# What a lifecycle edge accepts as its actor: an Actor, a Peer, or a "system:<name>" label.
+ActorLike = Union[Actor, "Peer", str]
+
+
+def as_actor(actor: ActorLike) -> Actor:
+    """The one reading of an actor argument; an edge is taken by a peer or a worker."""
     from knowledge.models import Peer
 
-    if isinstance(actor, Peer):
-        return actor, f"peer:{actor.key}"
-    if isinstance(actor, str) and actor.startswith("system:"):
-        return None, actor
-    raise TransitionError("actor must be a Peer or a 'system:<worker>' label")
+    if isinstance(actor, Actor):
+        value = actor
+    elif isinstance(actor, Peer):
+        value = Actor.of_peer(actor)
+    elif isinstance(actor, str):
+        value = Actor(actor)
+    else:
+        value = Actor("")
+    if value.peer is None and not value.is_system:
+        raise TransitionError("actor must be a Peer or a 'system:<worker>' label")
+    return value
 
 
 def transition(
     item: Any,
     to: str,
     *,
-    actor: Any,
+    actor: ActorLike,
     reason: str,
     verification: str | None = None,
     evidence: dict[str, Any] | None = None,
@@ -318,7 +334,8 @@ def transition(
     unexpected = set(changes) - allowed_changes
     if unexpected:
         raise TransitionError(f"transition cannot change {sorted(unexpected)}")
-    peer, label = _actor_label(actor)
+    who = as_actor(actor)
+    peer, label = who.peer, who.label
     with transaction.atomic():
         locked = Knowledge.objects.select_for_update(no_key=True).get(pk=item.pk)
         from_state = locked.state
@@ -357,14 +374,15 @@ def transition(
     return locked
 
 
-def record_creation(item: Any, *, actor: Any) -> None:
+def record_creation(item: Any, *, actor: ActorLike) -> None:
     """The nil -> proposed edge: event + audit for a freshly created row."""
     from knowledge import audit
     from knowledge.models import LifecycleEvent
 
     if item.state != INITIAL_STATE:
         raise TransitionError(f"knowledge starts as {INITIAL_STATE}, not {item.state}")
-    peer, label = _actor_label(actor)
+    who = as_actor(actor)
+    peer, label = who.peer, who.label
     LifecycleEvent.objects.create(
         account_id=item.account_id, knowledge=item, from_state=None, to_state=INITIAL_STATE,
         reason="f4_pipeline_proposed", verification=item.verification, actor_peer=peer,
@@ -391,6 +409,26 @@ def register_refresh_hook(hook: Any) -> None:
 def _after_commit_refresh(item: Any) -> None:
     for hook in _refresh_hooks:
         hook(item)
+
+
+# Rows other apps derive from statements (retrieval's vectors and entity mentions): the
+# owning app registers how to drop them, so governance never writes another app's tables.
+_derived_row_droppers: list[Callable[[list[Any]], None]] = []
+
+
+def register_derived_rows(drop: Callable[[list[Any]], None]) -> None:
+    if drop not in _derived_row_droppers:
+        _derived_row_droppers.append(drop)
+
+
+def drop_derived_rows(knowledge_ids: Iterable[Any]) -> None:
+    """Delete the rebuildable rows derived from statements withdrawn from use (inside the
+    withdrawing transaction)."""
+    ids = list(knowledge_ids)
+    if not ids:
+        return
+    for drop in _derived_row_droppers:
+        drop(ids)
 
 
 def operator_table_markdown() -> str:

@@ -7,6 +7,9 @@ Every durable table carries `account_id`; PostgreSQL row-level security (migrati
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -37,6 +40,27 @@ class AccountOwned(models.Model):
         abstract = True
 
 
+@dataclass(frozen=True)
+class ScopeChain:
+    """A read scope and its ancestors, nearest first: what a read there may see (`ids`) and
+    the settings it inherits (nearest wins)."""
+
+    ids: tuple[uuid.UUID, ...]
+    paths: tuple[str, ...]
+    settings: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, scopes: Sequence[Scope]) -> ScopeChain:
+        return cls(tuple(s.id for s in scopes), tuple(s.path for s in scopes),
+                   tuple(s.settings or {} for s in scopes))
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        for values in self.settings:
+            if key in values:
+                return values[key]
+        return default
+
+
 class Scope(AccountOwned):
     """A node of the containment tree, addressed by path ("/", "/marketing/social")."""
 
@@ -58,6 +82,10 @@ class Scope(AccountOwned):
                 name="scope_root_has_no_parent",
             ),
         ]
+
+    # Not a column: the scope and its ancestors as read once per request by
+    # knowledge.selectors.scope_for_read (scope_chain reads it, or loads it once).
+    read_chain: ScopeChain | None = None
 
     def __str__(self) -> str:
         return self.path

@@ -3,7 +3,7 @@
 Services (one durable transaction each) and selectors (they take the reader's
 Principal). A role is the pair (is_curator, is_admin) on the Peer: member (neither),
 curator, admin (both). A person's `scope_paths` bound every credential they hold
-(memhouse.authentication), so a grant revoked here takes effect on live tokens at once.
+(knowledge.credentials), so a grant revoked here takes effect on live tokens at once.
 
 An invitation is a Credential of kind "invitation": one-time, expiring, stored as a
 digest like any key and never accepted as an API credential. The invitee opens its link
@@ -29,8 +29,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from knowledge import audit, services
+from knowledge.credentials import hash_secret, split_key
 from knowledge.models import Credential, Peer, Scope
-from memhouse.authentication import hash_secret, split_key
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal
 from memhouse.tenancy import CREDENTIAL_PREFIX_SETTING, narrow_lookup, set_account
@@ -44,7 +44,7 @@ def invitation_ttl() -> timedelta:
     return timedelta(hours=settings.MEMHOUSE_INVITATION_TTL_HOURS)
 
 
-def role_of(peer: Peer) -> str:
+def _role_of(peer: Peer) -> str:
     if peer.is_admin:
         return "admin"
     return "curator" if peer.is_curator else "member"
@@ -145,8 +145,8 @@ def person_update(*, peer: Peer, actor: str, role: str | None = None,
         peer.display_name = display_name.strip() or peer.key
         peer.save(update_fields=["display_name"])
         _audit(peer, "person.renamed", actor, display_name=peer.display_name)
-    if role is not None and role != role_of(peer):
-        before = role_of(peer)
+    if role is not None and role != _role_of(peer):
+        before = _role_of(peer)
         peer.is_curator, peer.is_admin = _role_flags(role)
         peer.save(update_fields=["is_curator", "is_admin"])
         _audit(peer, "person.role_changed", actor, before=before, after=role)
@@ -382,7 +382,7 @@ def person_rows(peers: list[Peer]) -> list[PersonRow]:
         user = users.get(p.user_id) if p.user_id else None
         out.append(PersonRow(
             id=p.pk, key=p.key, display_name=p.display_name,
-            username=user.username if user else None, role=role_of(p),
+            username=user.username if user else None, role=_role_of(p),
             scopes=list(p.scope_paths or []), active=p.deactivated_at is None,
             has_password=bool(user and user.has_usable_password()),
             invitation_expires_at=invites.get(p.pk), created_at=p.created_at))

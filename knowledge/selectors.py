@@ -17,7 +17,15 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import lifecycle
-from knowledge.models import Document, DocumentVersion, Knowledge, Peer, Scope
+from knowledge.models import (
+    Document,
+    DocumentVersion,
+    Knowledge,
+    Peer,
+    Scope,
+    ScopeChain,
+    Session,
+)
 from knowledge.presenters import decode_cursor, encode_cursor
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, Reader, ancestor_paths
@@ -63,16 +71,57 @@ def reader_for(*, principal: Principal, peer_key: str | None = None) -> Reader:
 
 
 def scope_for_read(*, reader: Reader, path: str) -> Scope:
-    """The scope a read targets; unauthorised and missing scopes look the same."""
+    """The scope a read targets, with its chain (ancestor ids and settings) read in the
+    same query and kept on it for the rest of the request (`scope_chain`). Unauthorised
+    and missing scopes look the same."""
     from knowledge.services import normalise_scope_path
 
     path = normalise_scope_path(path)
     if not reader.may_read_scope(path):
         raise NotFound("scope")
-    scope = Scope.objects.filter(account_id=reader.account_id, path=path).first()
+    paths = ancestor_paths(path)
+    rows = {s.path: s for s in Scope.objects.filter(account_id=reader.account_id,
+                                                    path__in=paths)}
+    scope = rows.get(path)
     if scope is None:
         raise NotFound("scope")
+    scope.read_chain = ScopeChain.of([rows[p] for p in paths if p in rows])
     return scope
+
+
+def scope_chain(scope: Scope) -> ScopeChain:
+    """The scope and its ancestors, nearest first: as scope_for_read read them for this
+    request, or loaded now (one query; not kept, so a later change of settings is seen)."""
+    if scope.read_chain is not None:
+        return scope.read_chain
+    paths = ancestor_paths(scope.path)
+    rows = {s.path: s for s in Scope.objects.filter(account_id=scope.account_id,
+                                                    path__in=paths)}
+    return ScopeChain.of([rows[p] for p in paths if p in rows])
+
+
+def scope_setting(*, scope: Scope, key: str, default: Any = None) -> Any:
+    """Nearest-wins inheritance: the deepest scope on the path that sets `key`."""
+    return scope_chain(scope).setting(key, default)
+
+
+def session_for_read(*, reader: Reader, scope: Scope, external_id: str) -> Session:
+    """The session a read names: the one in the nearest scope of the read's chain (session
+    ids are unique per scope), else one in a scope below that the reader may read; absent
+    and unreadable sessions look the same."""
+    chain = scope_chain(scope).ids
+    candidates = {x.scope_id: x for x in Session.objects.select_related("scope")
+                  .filter(account_id=reader.account_id, external_id=external_id,
+                          scope_id__in=chain)}
+    session = next((candidates[c] for c in chain if c in candidates), None)
+    if session is None:
+        session = next((x for x in Session.objects.select_related("scope")
+                        .filter(account_id=reader.account_id, external_id=external_id)
+                        .order_by("scope__path")
+                        if reader.may_read_scope(x.scope.path)), None)
+    if session is None:
+        raise NotFound("session")
+    return session
 
 
 def scope_ancestors(scope: Scope) -> QuerySet[Scope]:

@@ -15,9 +15,9 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from knowledge import audit, lifecycle
+from knowledge.credentials import KEY_MARK, hash_secret
 from knowledge.lifecycle import transition
 from knowledge.models import Account, Credential, Knowledge, KnowledgeSource, Peer, Scope
-from memhouse.authentication import KEY_MARK, hash_secret
 from memhouse.errors import ApplicationError
 from memhouse.principal import ancestor_paths
 from memhouse.tenancy import set_account
@@ -70,15 +70,21 @@ def scope_ensure(*, account_id: uuid.UUID, path: str) -> Scope:
     return parent
 
 
-def scope_setting(*, scope: Scope, key: str, default: Any = None) -> Any:
-    """Nearest-wins inheritance: the deepest scope on the path that sets `key`."""
-    chain = Scope.objects.filter(account_id=scope.account_id,
-                                 path__in=ancestor_paths(scope.path)).values("path", "settings")
-    by_path = {row["path"]: row["settings"] for row in chain}
-    for p in ancestor_paths(scope.path):
-        if key in (by_path.get(p) or {}):
-            return by_path[p][key]
-    return default
+@transaction.atomic
+def scope_setting_write(*, scope: Scope, key: str, value: Any) -> Scope:
+    """The one writer of `Scope.settings`: set `key` (or with None clear it) under the
+    row's lock, so two writers of different keys never lose each other's change. Callers
+    authorise, validate and audit (e.g. governance.services.scope_belief_time_set);
+    reads inherit nearest-wins (knowledge.selectors.scope_setting)."""
+    locked = Scope.objects.select_for_update().get(pk=scope.pk)
+    settings = dict(locked.settings or {})
+    if value is None:
+        settings.pop(key, None)
+    else:
+        settings[key] = value
+    Scope.objects.filter(pk=locked.pk).update(settings=settings)
+    locked.settings = settings
+    return locked
 
 
 @transaction.atomic
@@ -184,7 +190,8 @@ def tokens_revoke(*, peer: Peer, only: uuid.UUID | None = None) -> int:
 
 @transaction.atomic
 def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
-                      subject_peer: Peer | None, actor: Any, kind: str = Knowledge.Kind.FACT,
+                      subject_peer: Peer | None, actor: lifecycle.ActorLike,
+                      kind: str = Knowledge.Kind.FACT,
                       level: str = Knowledge.Level.PEER, confidence: float = 0.5,
                       sensitivity: str = Knowledge.Sensitivity.INTERNAL,
                       relevant_from: datetime | None = None,

@@ -118,23 +118,23 @@ def on_task_start(task_id: str | None = None, task: Any = None, args: Any = None
     if account and task_id:
         import uuid
 
-        from memhouse import usage
+        from memhouse.metering import enter_meter
 
         try:
             uuid.UUID(account)
         except ValueError:
             return
-        _meter_tokens[task_id] = usage.enter_meter(account)
+        _meter_tokens[task_id] = enter_meter(account)
 
 
 @task_postrun.connect
 def on_task_end(task_id: str | None = None, **_: Any) -> None:
     token = _meter_tokens.pop(task_id or "", None)
     if token is not None:
-        from memhouse import usage
+        from memhouse.metering import leave_meter
 
         with contextlib.suppress(ValueError):  # set in another context: nothing to restore
-            usage.leave_meter(token)
+            leave_meter(token)
 
 
 # --- beat heartbeat --------------------------------------------------------------------

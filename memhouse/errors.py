@@ -1,7 +1,9 @@
 """One error shape for the whole API: {"error": {"code", "message", "details"}}.
 
-Domain code raises ApplicationError (or a TransitionError from the lifecycle); the DRF
-exception handler below turns every failure into a 4xx with a machine-readable code.
+Domain code raises ApplicationError, or an error type an app registers with
+:func:`register_error` (knowledge registers the lifecycle's TransitionError as 409: the
+ground never imports the floors above it); the DRF exception handler below turns every
+failure into a 4xx with a machine-readable code.
 Infrastructure failures get the same shape: a database that is unreachable or drops
 the connection mid-request is 503 `database_unavailable` with Retry-After (the request's
 transaction is rolled back, so a retry is safe); a transaction PostgreSQL aborted to break
@@ -24,8 +26,6 @@ from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
-from rest_framework.views import set_rollback
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,16 @@ class NotFound(ApplicationError):
 
     def __init__(self, what: str = "resource") -> None:
         super().__init__("not_found", f"{what} not found", status_code=404)
+
+
+# Error types of the floors above: type -> (code, message, status) of an instance.
+_REGISTERED: dict[type[Exception], Callable[[Any], tuple[str, str, int]]] = {}
+
+
+def register_error(exc_type: type[Exception],
+                   describe: Callable[[Any], tuple[str, str, int]]) -> None:
+    """Answer `exc_type` (and its subclasses) in the one error shape (apps' ready())."""
+    _REGISTERED[exc_type] = describe
 
 
 _DRF_CODES = {
@@ -123,6 +133,10 @@ def infrastructure_error(exc: BaseException) -> tuple[str, str, int, dict[str, s
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # rest_framework.views, imported here rather than above: it loads the default
+    # permission and throttle classes, which import this module.
+    from rest_framework.views import set_rollback
+
     _flag_conflict(getattr(context.get("request"), "_request", None), exc)
     response = _handle(exc, context)
     if response is not None:
@@ -132,12 +146,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _handle(exc: Exception, context: dict[str, Any]) -> Response | None:
-    from knowledge.lifecycle import TransitionError
+    from rest_framework.views import exception_handler as drf_exception_handler
 
     if isinstance(exc, ApplicationError):
         return error_response(exc.code, exc.message, exc.status_code, exc.details)
-    if isinstance(exc, TransitionError):
-        return error_response(exc.code, str(exc), status.HTTP_409_CONFLICT)
+    for exc_type, describe in _REGISTERED.items():
+        if isinstance(exc, exc_type):
+            return error_response(*describe(exc))
     infra = infrastructure_error(exc)
     if infra is not None:
         code, message, status_code, headers = infra

@@ -33,7 +33,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework import exceptions
 
-from memhouse.authentication import principal_for_key
+from knowledge.credentials import principal_for_key
 from memhouse.client import MemHouseClient
 from memhouse.mcp_tools import build_server
 

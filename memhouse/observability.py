@@ -42,9 +42,6 @@ REQUEST_LATENCY = Histogram(
     "memhouse_request_seconds", "HTTP request latency by route and status class",
     ["route", "method", "status"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-STRATEGY_OUTCOMES = Counter(
-    "memhouse_strategy_outcomes_total", "Retrieval strategy outcomes per profile",
-    ["profile", "strategy", "outcome"])
 MODEL_CALLS = Counter("memhouse_model_calls_total",
                       "Generation-model calls by purpose (schema name) and outcome",
                       ["purpose", "outcome"])
@@ -78,17 +75,6 @@ class MetricsMiddleware:
                                status=f"{response.status_code // 100}xx").observe(
             time.perf_counter() - started)
         return response
-
-
-def record_search(profile: str, strategies: dict[str, Any]) -> None:
-    for name in strategies.get("contributed", []):
-        STRATEGY_OUTCOMES.labels(profile, name, "contributed").inc()
-    for name in strategies.get("empty", []):
-        STRATEGY_OUTCOMES.labels(profile, name, "empty").inc()
-    for name in strategies.get("not_applicable", []):
-        STRATEGY_OUTCOMES.labels(profile, name, "not_applicable").inc()
-    for dropped in strategies.get("dropped", []):
-        STRATEGY_OUTCOMES.labels(profile, dropped["name"], f"dropped_{dropped['reason']}").inc()
 
 
 _PRIORITY_SEP = "\x06\x16"  # kombu's Redis transport: <queue><sep><priority> lists
@@ -204,8 +190,9 @@ def _refresh_gauges() -> None:
     from django.db.models import Min
     from django.utils import timezone
 
+    from knowledge.accounts import list_account_ids
     from knowledge.models import Message
-    from memhouse.tenancy import account_context, list_account_ids
+    from memhouse.tenancy import account_context
 
     oldest = None
     dead = 0

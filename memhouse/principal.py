@@ -1,10 +1,12 @@
-"""Who is calling (Principal) and for whom a read is done (Reader)."""
+"""Who is calling (Principal), for whom a read is done (Reader) and who did a write (Actor)."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from rest_framework import exceptions
 
 Posture = Literal["peer", "public_only", "internal"]
 
@@ -108,5 +110,45 @@ class Reader:
         return self.scope_roots is None or any(path_within(path, r) for r in self.scope_roots)
 
 
+@dataclass(frozen=True)
+class Actor:
+    """Who did something, as lifecycle events and the audit chain name it: a peer
+    (``peer:<key>``, carrying the Peer), a server-side worker (``system:<name>``) or a
+    peerless credential (``credential:<id>``, audit entries only: a lifecycle edge needs
+    a peer or a worker)."""
+
+    label: str
+    peer: Any = None  # knowledge.models.Peer when a peer acted
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def is_system(self) -> bool:
+        return self.label.startswith("system:")
+
+    @classmethod
+    def system(cls, name: str) -> Actor:
+        return cls(f"system:{name}")
+
+    @classmethod
+    def of_peer(cls, peer: Any) -> Actor:
+        return cls(f"peer:{peer.key}", peer)
+
+    @classmethod
+    def of_principal(cls, principal: Principal) -> Actor:
+        if principal.peer is not None:
+            return cls.of_peer(principal.peer)
+        return cls(f"credential:{principal.credential_id}")
+
+
 def internal_reader(account_id: uuid.UUID) -> Reader:
     return Reader(account_id=account_id, posture="internal", scope_roots=None)
+
+
+def principal_of(request: Any) -> Principal:
+    """The request's Principal (views behind IsAccountMember always have one)."""
+    user = request.user
+    if not isinstance(user, Principal):
+        raise exceptions.NotAuthenticated()
+    return user

@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "retrieval",
     "governance",
     "console",
+    # The wiring on top (memhouse.apps): deploy checks, metering hook, serve/api_doc.
+    "memhouse",
 ]
 
 MIDDLEWARE = [
@@ -195,7 +197,7 @@ REST_FRAMEWORK = {
         "memhouse.authentication.ApiKeyAuthentication",
         "memhouse.authentication.ConsoleSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["memhouse.authentication.IsAccountMember"],
+    "DEFAULT_PERMISSION_CLASSES": ["memhouse.permissions.IsAccountMember"],
     "EXCEPTION_HANDLER": "memhouse.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

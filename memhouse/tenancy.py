@@ -50,9 +50,13 @@ def set_account(account_id: uuid.UUID | str) -> None:
 
 
 @contextmanager
-def account_context(account_id: uuid.UUID | str) -> Iterator[None]:
-    """Run a block in one transaction bound to `account_id` (workers, commands, tests)."""
-    with transaction.atomic():
+def account_context(account_id: uuid.UUID | str, *, durable: bool = False) -> Iterator[None]:
+    """Run a block in one transaction bound to `account_id` (workers, commands, tests).
+
+    ``durable=True`` for work that must be the outermost transaction (a worker's batch:
+    it commits when it returns, so a later batch never redoes it); Django refuses to
+    nest it in a caller's transaction instead of silently becoming a savepoint."""
+    with transaction.atomic(durable=durable):
         set_account(account_id)
         yield
 
@@ -67,14 +71,6 @@ def narrow_lookup(setting: str, value: str) -> Iterator[None]:
         yield
     finally:
         _set(setting, "")
-
-
-def list_account_ids() -> list[uuid.UUID]:
-    """Account ids for operator commands and beat workers, which then enter each one."""
-    from knowledge.models import Account
-
-    with transaction.atomic(), narrow_lookup(ACCOUNT_SCAN_SETTING, "on"):
-        return list(Account.objects.order_by("created_at").values_list("id", flat=True))
 
 
 def rebind_account_for_tests(account_id: uuid.UUID | str | None) -> None:

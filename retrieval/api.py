@@ -9,13 +9,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from knowledge import usage
 from knowledge.selectors import reader_for, scope_for_read
-from memhouse import usage
-from memhouse.authentication import principal_of
 from memhouse.errors import ApplicationError
 from memhouse.fields import AwareDateTimeField
-from memhouse.observability import record_search
+from memhouse.principal import principal_of
 from retrieval import engine
+from retrieval.metrics import record_search
 from retrieval.profiles import resolve_profile
 from retrieval.stable_profile import stable_profile
 

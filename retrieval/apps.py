@@ -9,8 +9,11 @@ class RetrievalConfig(AppConfig):
         # enqueues their rebuild on commit (retrieval.projections). Importing the task
         # modules registers them with workers (autodiscovery only finds `tasks` modules)
         # and hands projections its rebuild task.
-        from knowledge.lifecycle import register_refresh_hook
+        from knowledge.lifecycle import register_derived_rows, register_refresh_hook
         from retrieval import entity_tasks, projection_tasks  # noqa: F401
+        from retrieval.derived import drop_derived_rows
         from retrieval.projections import on_knowledge_change
 
         register_refresh_hook(on_knowledge_change)
+        # Statements withdrawn from use lose their vectors and entity mentions.
+        register_derived_rows(drop_derived_rows)

@@ -484,7 +484,7 @@ def _assemble(base: list[Evidence], found: list[Evidence], retain: int, ceiling:
 
 def ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
         effort: str | None = None, include_source_recall: bool = False) -> dict[str, Any]:
-    from memhouse.usage import metering
+    from memhouse.metering import metering
 
     # The provider bills each planner and answer call (to the API credential if any).
     with metering(reader.account_id, prefer_request=True):

@@ -31,7 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from knowledge.models import Scope
-from knowledge.selectors import scope_ancestors, visible_knowledge
+from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader
 from memhouse.tenancy import set_account
 from retrieval import fusion
@@ -228,7 +228,7 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     configured = tuple(strategies or profile.strategies)
     weights = {s: profile.weights.get(s, 1.0) for s in configured}
     lex = analyze(query)
-    scope_ids = tuple(scope_ancestors(scope).values_list("id", flat=True))
+    scope_ids = scope_chain(scope).ids
     head = max(profile.head, limit + offset)
     dropped: dict[str, str] = {s: "disabled" for s in configured if not allowed(s)}
     runnable = [s for s in configured if s not in dropped]

@@ -20,8 +20,7 @@ from rest_framework.views import APIView
 
 from knowledge import presenters, selectors
 from knowledge.models import Knowledge
-from memhouse.authentication import principal_of
-from memhouse.principal import Principal, Reader
+from memhouse.principal import Principal, Reader, principal_of
 
 
 def _as_subject(principal: Principal, reader: Reader) -> bool:

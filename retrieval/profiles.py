@@ -90,7 +90,7 @@ def _versioned(profile: Profile) -> Profile:
 def resolve_profile(*, requested: str | None, scope: Any, default: str) -> Profile:
     """The profile for a read at `scope`: explicit request, else the nearest scope's
     `retrieval_profile`, else `default`; then that scope chain's overrides, nearest-wins."""
-    from knowledge.services import scope_setting
+    from knowledge.selectors import scope_setting
 
     name = requested or scope_setting(scope=scope, key="retrieval_profile", default=default)
     profile = BASE_PROFILES.get(name)

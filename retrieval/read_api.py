@@ -14,11 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge.models import Session
-from knowledge.selectors import reader_for, scope_ancestors, scope_for_read
-from memhouse import usage
-from memhouse.authentication import principal_of
-from memhouse.errors import ApplicationError, NotFound
+from knowledge import usage
+from knowledge.selectors import reader_for, scope_for_read, session_for_read
+from memhouse.errors import ApplicationError
+from memhouse.principal import principal_of
 from retrieval import context as context_mod
 from retrieval import lineage as lineage_mod
 from retrieval.api import refuse_strategy_override
@@ -44,21 +43,8 @@ class ContextApi(APIView):
         v = data.validated_data
         reader = reader_for(principal=principal_of(request), peer_key=v.get("peer_key"))
         scope = scope_for_read(reader=reader, path=v["scope"])
-        session = None
-        if v.get("session"):
-            # Session ids are unique per scope: the one in the nearest scope of the chain.
-            chain = list(scope_ancestors(scope).order_by("-path").values_list("id", flat=True))
-            candidates = {x.scope_id: x for x in Session.objects.select_related("scope")
-                          .filter(account_id=reader.account_id, external_id=v["session"],
-                                  scope_id__in=chain)}
-            session = next((candidates[c] for c in chain if c in candidates), None)
-            if session is None:  # else one in a scope below that the reader may read
-                session = next((x for x in Session.objects.select_related("scope")
-                                .filter(account_id=reader.account_id, external_id=v["session"])
-                                .order_by("scope__path")
-                                if reader.may_read_scope(x.scope.path)), None)
-            if session is None:
-                raise NotFound("session")
+        session = (session_for_read(reader=reader, scope=scope, external_id=v["session"])
+                   if v.get("session") else None)
         body = context_mod.get_context(reader=reader, scope=scope, session=session,
                                        query=v.get("query") or "", budget_chars=v["budget_chars"])
         usage.record(principal_of(request), "context")

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation, Scope
-from knowledge.selectors import scope_ancestors, visible_knowledge
+from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader, ancestor_paths
 
 STABLE_KINDS = (Knowledge.Kind.FACT, Knowledge.Kind.RELATION, Knowledge.Kind.SKILL)
@@ -67,7 +67,7 @@ def stable_statements(*, reader: Reader, scope: Scope | None = None) -> QuerySet
     subject_name = (Peer.objects.filter(pk=reader.peer_id)
                     .values_list("display_name", flat=True).first() or ""
                     ) if reader.peer_id is not None else ""
-    scope_ids = (list(scope_ancestors(scope).values_list("id", flat=True))
+    scope_ids = (list(scope_chain(scope).ids)
                  if scope is not None else readable_scope_ids(reader))
     sourced = KnowledgeSource.objects.filter(knowledge_id=OuterRef("pk")).filter(live_source_q())
     return (visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)

@@ -18,8 +18,9 @@ from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
 from knowledge.services import knowledge_merge_sources
+from memhouse.principal import Actor
 
-PIPELINE = "system:pipeline"
+PIPELINE = Actor.system("pipeline")
 CONFIRMATION_WINDOW = timedelta(days=14)
 REVIEW_WINDOW = timedelta(days=30)
 # States whose rows a new proposal would duplicate.

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from governance import belief_time
-from governance.intake.gates import gate_a, gate_b, normalised
+from governance.intake.gates import PIPELINE, gate_a, gate_b, normalised
 from governance.intake.supersession import settle_update
 from knowledge import lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
@@ -32,7 +32,6 @@ from knowledge.services import knowledge_propose
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
-PIPELINE = "system:pipeline"
 
 
 def get_extractor() -> Extractor:
@@ -198,7 +197,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
     # 2. model (no connection held)
     if not isinstance(extractor, RuleBasedExtractor):
         _release_connection()
-    from memhouse.usage import metering
+    from memhouse.metering import metering
 
     with metering(account_id):  # a direct call (not via a task) is billed too
         claims, extractor_id = _extract(extractor, observed)

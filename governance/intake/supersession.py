@@ -38,6 +38,7 @@ from django.db.models import Max
 
 from governance.intake.junk import claim_body, content_words
 from knowledge import lifecycle
+from knowledge.lifecycle import ActorLike
 from knowledge.models import Knowledge
 
 _I = re.IGNORECASE
@@ -699,7 +700,7 @@ def _mark_supersedes(newer: Knowledge, older: Knowledge, *, confidence: float) -
     _link(source=newer, target=older, type_=Relation.Type.SUPERSEDES, confidence=confidence)
 
 
-def settle_update(item: Knowledge, *, actor: str, names: frozenset[str] = frozenset(),
+def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = frozenset(),
                   replaces: str | None = None) -> str | None:
     """Apply the update rule to a freshly placed row. Returns what happened:
     "superseded_old", "late_arrival", "contradiction" or None. Call inside the

@@ -16,7 +16,7 @@ from django.utils import timezone
 from knowledge import audit
 from knowledge.models import Document, DocumentChunk, DocumentVersion, Message, Peer, Scope, Session
 from memhouse.errors import ApplicationError
-from memhouse.principal import Principal
+from memhouse.principal import Actor, Principal
 
 
 @dataclass(frozen=True)
@@ -169,9 +169,7 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
 
 
 def _actor(principal: Principal) -> str:
-    if principal.peer is not None:
-        return f"peer:{principal.peer.key}"
-    return f"credential:{principal.credential_id}"
+    return Actor.of_principal(principal).label
 
 
 # --- Documents -------------------------------------------------------------------------

@@ -11,9 +11,9 @@ from django.test import Client
 from governance import services as gov_services
 from governance.intake.gates import gate_b
 from knowledge import services
-from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message, Peer
 from memhouse.tenancy import rebind_account_for_tests
+from tests.factories import walk_to
 
 HX = {"HTTP_HX_REQUEST": "true"}
 
@@ -43,9 +43,7 @@ def held(w: Any, statement: str = "The social team posts every Tuesday.", **kw: 
 
 
 def active(w: Any, statement: str, *, subject: Peer | None = None, **kw: Any) -> Knowledge:
-    item = propose(w, statement, subject=subject, **kw)
-    transition(item, "active", actor="system:test", reason="f4_gate_a_b_accepted")
-    return item
+    return walk_to(propose(w, statement, subject=subject, **kw), "active")
 
 
 def provisional(w: Any, statement: str, *, subject: Peer) -> Knowledge:

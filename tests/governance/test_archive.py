@@ -279,7 +279,7 @@ def _plant_key(data: bytes) -> tuple[bytes, str]:
     """Append a credential row for a key the forger knows, copied from a real one."""
     import uuid as uuid_
 
-    from memhouse.authentication import hash_secret
+    from knowledge.credentials import hash_secret
 
     row = json.loads(data.splitlines()[0])
     key = "mh_forged_" + "x" * 40

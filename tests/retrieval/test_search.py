@@ -11,12 +11,12 @@ import pytest
 from django.db import connection
 
 from knowledge import services
-from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Scope
 from memhouse.tenancy import account_context
 from retrieval import engine
 from retrieval.strategies.base import StrategyResult
 from retrieval.vectors import embed_knowledge
+from tests.factories import walk_to
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,10 +30,7 @@ def _add(w, statement, *, subject="alice", scope=None, sensitivity="internal", s
         account_id=w.account.id, statement=statement, scope=scope or w.scope,
         subject_peer=subject_peer, actor="system:test", sensitivity=sensitivity,
         level="peer" if subject else "scope", **kw)
-    reason = {"active": "f4_gate_a_b_accepted", "provisional": "f4_gate_a_b_deferred",
-              "held": "f4_scope_hold"}[state]
-    transition(item, state, actor="system:test", reason=reason)
-    return str(item.id)
+    return str(walk_to(item, state).id)
 
 
 @pytest.fixture

@@ -716,6 +716,14 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         a_scope, _, _ = _b_context(c)
         assert list(ksel.scope_ancestors(a_scope)) == []
 
+    def scope_chain(c: Corpus) -> None:  # scope_chain, scope_setting, session_for_read
+        a_scope, _, acct = _b_context(c)
+        assert ksel.scope_chain(a_scope).ids == ()
+        assert ksel.scope_setting(scope=a_scope, key="retrieval_profile", default="x") == "x"
+        raises(NotFound, lambda: ksel.session_for_read(reader=internal_reader(acct),
+                                                       scope=a_scope,
+                                                       external_id=c.a_ids["session"]))
+
     def visible_knowledge(c: Corpus) -> None:
         a_scope, _, acct = _b_context(c)
         assert set(ksel.visible_knowledge(reader=internal_reader(acct)).values_list(
@@ -870,6 +878,9 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "knowledge.selectors.peer_acted_for": peer_acted_for,
         "knowledge.selectors.scope_for_read": scope_for_read,
         "knowledge.selectors.scope_ancestors": scope_ancestors,
+        "knowledge.selectors.scope_chain": scope_chain,
+        "knowledge.selectors.scope_setting": scope_chain,
+        "knowledge.selectors.session_for_read": scope_chain,
         "knowledge.selectors.sensitivity_q": q_builders,
         "knowledge.selectors.lifecycle_q": q_builders,
         "knowledge.selectors.visible_knowledge": visible_knowledge,

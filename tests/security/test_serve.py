@@ -82,8 +82,8 @@ def _wait_extracted(account_id: Any, message_ids: list[str], timeout: float = 90
 
 def test_served_mode_extracts_outside_the_request_and_sweeps_lost_work(
         committed_world, live_server, settings):
-    from knowledge.management.commands.serve import start_background_work
     from knowledge.models import Message
+    from memhouse.management.commands.serve import start_background_work
     from memhouse.tenancy import account_context
 
     settings.MEMHOUSE_RATE_LIMIT_PER_MINUTE = 0

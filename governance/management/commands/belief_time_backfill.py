@@ -15,8 +15,9 @@ from tqdm import tqdm
 
 from governance.services import belief_time_backfill
 from knowledge import lifecycle
+from knowledge.accounts import list_account_ids
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context, list_account_ids
+from memhouse.tenancy import account_context
 
 
 class Command(BaseCommand):

@@ -5,8 +5,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from knowledge.accounts import list_account_ids
 from knowledge.services import audit_chain_verify
-from memhouse.tenancy import account_context, list_account_ids
+from memhouse.tenancy import account_context
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memhouse.tenancy import list_account_ids
+from knowledge.accounts import list_account_ids
 from retrieval.entities import rebuild_entities
 
 

@@ -5,8 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from knowledge.accounts import list_account_ids
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context, list_account_ids
+from memhouse.tenancy import account_context
 from retrieval.embedding import get_embedder
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from retrieval.vectors import EMBEDDABLE_STATES, embed_knowledge, space_ensure
