@@ -71,6 +71,39 @@ def append(*, account_id: Any, event_type: str, actor: str, target_type: str = "
         )
 
 
+def append_many(*, account_id: Any, entries: list[dict[str, Any]]) -> list[Any]:
+    """Append several entries (dicts of append's keyword arguments but account_id) in
+    order under one hold of the Account's advisory lock: one head read, one insert.
+    The chain is the same as appending them one by one."""
+    from knowledge.models import AuditEntry
+
+    if not entries:
+        return []
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(account_id)])
+        last = (AuditEntry.objects.filter(account_id=account_id).order_by("-seq")
+                .values("seq", "hash").first())
+        seq = last["seq"] if last else 0
+        prev = last["hash"] if last else GENESIS
+        created_at = timezone.now()
+        rows = []
+        for entry in entries:
+            seq += 1
+            payload = json.loads(canonical_json(entry.get("payload") or {}))
+            fields = {"event_type": entry["event_type"], "actor": entry["actor"],
+                      "target_type": entry.get("target_type", ""),
+                      "target_id": entry.get("target_id", "")}
+            body = entry_body(account_id=account_id, seq=seq, payload=payload,
+                              created_at=created_at, **fields)
+            digest = chain_hash(prev, body)
+            rows.append(AuditEntry(account_id=account_id, seq=seq, payload=payload,
+                                   created_at=created_at, prev_hash=prev, hash=digest,
+                                   **fields))
+            prev = digest
+        return AuditEntry.objects.bulk_create(rows)
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     account_id: uuid.UUID

@@ -11,6 +11,6 @@ class RetrievalConfig(AppConfig):
         # and hands projections its rebuild task.
         from knowledge.lifecycle import register_refresh_hook
         from retrieval import entity_tasks, projection_tasks  # noqa: F401
-        from retrieval.projections import on_knowledge_change
+        from retrieval.projections import on_knowledge_change, on_knowledge_change_many
 
-        register_refresh_hook(on_knowledge_change)
+        register_refresh_hook(on_knowledge_change, many=on_knowledge_change_many)

@@ -254,6 +254,23 @@ def on_knowledge_change(item: Any) -> None:
     _rebuild_on_commit(item.account_id, locked)
 
 
+def on_knowledge_change_many(items: Sequence[Any]) -> None:
+    """on_knowledge_change for the rows of one set-based lifecycle write: one query
+    marks every projection any of them affects."""
+    items = [item for item in items if item.state != lifecycle.INITIAL_STATE]
+    for account_id in {item.account_id for item in items}:
+        q = Q()
+        for item in items:
+            if item.account_id == account_id:
+                q |= affected_q(item)
+        locked = list(Projection.objects.select_for_update().filter(account_id=account_id)
+                      .filter(q).order_by("pk").values_list("pk", flat=True))
+        if locked:
+            Projection.objects.filter(pk__in=locked).update(dirty=True,
+                                                            version=F("version") + 1)
+        _rebuild_on_commit(account_id, locked)
+
+
 # --- reading ---------------------------------------------------------------------------------
 
 class LocalPayloadCache:
