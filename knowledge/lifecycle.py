@@ -431,17 +431,40 @@ def transition_many(moves: Sequence[Change], *, actor: Any) -> list[Any]:
                                         "verification": item.verification}})
         with connection.cursor() as cur:
             cur.execute("SELECT set_config(%s, 'on', true)", [TRANSITION_SETTING])
-        try:
-            for names, items in groups.items():
-                Knowledge.objects.bulk_update(
-                    items, ["state", "state_reason", "verification", "updated_at", *names])
-        finally:
-            with connection.cursor() as cur:
+            try:
+                for names, items in groups.items():
+                    _update_rows(cur, items, ["state", "state_reason", "verification",
+                                              "updated_at", *names])
+            finally:
                 cur.execute("SELECT set_config(%s, '', true)", [TRANSITION_SETTING])
         LifecycleEvent.objects.bulk_create(events)
         audit.append_many(account_id=accounts.pop(), entries=entries)
         _after_commit_refresh_many([move.item for move in moves])
     return [move.item for move in moves]
+
+
+def _update_rows(cur: Any, items: list[Any], names: list[str]) -> None:
+    """One UPDATE ... FROM (VALUES ...) writing `names` of each row from its object
+    (Django's bulk_update builds a CASE per field and row: slow to compile and run)."""
+    from knowledge.models import Knowledge
+
+    meta = Knowledge._meta
+    fields = [meta.get_field(name) for name in names]
+    pk = meta.pk
+    casts = [pk.cast_db_type(connection), *(f.cast_db_type(connection) for f in fields)]
+    row = "(" + ", ".join(f"%s::{cast}" for cast in casts) + ")"
+    params: list[Any] = []
+    for item in items:
+        params.append(pk.get_db_prep_value(item.pk, connection))
+        params.extend(f.get_db_prep_save(getattr(item, f.attname), connection) for f in fields)
+    q = connection.ops.quote_name
+    columns = [q(f.column) for f in fields]
+    key = q(pk.column)
+    cur.execute(
+        f"UPDATE {q(meta.db_table)} AS k SET "
+        + ", ".join(f"{c} = v.{c}" for c in columns)
+        + f" FROM (VALUES {', '.join([row] * len(items))}) AS v({key}, "
+        + ", ".join(columns) + f") WHERE k.{key} = v.{key}", params)
 
 
 def record_creation(item: Any, *, actor: Any) -> None:

@@ -23,7 +23,7 @@ from django.utils import timezone
 from governance import belief_time
 from governance.intake.gates import _NORMALISED_SQL, gate_a, gate_b, normalised
 from governance.intake.supersession import settle_update
-from knowledge import lifecycle
+from knowledge import audit, lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.lifecycle import transition
@@ -253,9 +253,10 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
                 raise
             except Exception as exc:  # this message only: the batch goes on
                 failed[str(msg.pk)] = exc
-    # 3. write
+    # 3. write (the audit entries of the whole batch are appended at its end, under one
+    # hold of the Account's audit lock)
     outcome = Outcome()
-    with account_context(account_id):
+    with account_context(account_id), audit.deferred(account_id):
         locked = set(Message.objects.select_for_update(no_key=True).filter(
             pk__in=list(extracted), extracted_at__isnull=True).values_list("pk", flat=True))
         work = [msg for msg in msgs if msg.pk in locked]  # others: another delivery did it
@@ -392,9 +393,12 @@ class BatchPlacer:
         open_gate_b_review(item, now=self._now)
         if item.state in (lifecycle.ACTIVE, lifecycle.PROVISIONAL) and (
                 claim.replaces is not None or is_candidate(item.statement)):
-            self.flush()  # the update rule reads current rows back
-            if settle_update(item, actor=PIPELINE, names=names, replaces=claim.replaces) in (
-                    "superseded_old", "late_arrival"):
+            if claim.replaces is not None:
+                self.flush()  # a model named the row: read it back as written
+            # The rule reads the pending rows in memory; an update found writes them first.
+            if settle_update(item, actor=PIPELINE, names=names, replaces=claim.replaces,
+                             recent=[move.item for move in self.pending],
+                             before_write=self.flush) in ("superseded_old", "late_arrival"):
                 self._index = None  # a current row left: reload before the next lookup
                 return item
         self._indexed(item)
