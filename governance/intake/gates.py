@@ -113,6 +113,23 @@ def open_gate_b_review(item: Knowledge, *, now: datetime) -> None:
                       "target_level": item.level, "due_at": now + REVIEW_WINDOW})
 
 
+def open_gate_b_reviews_for_new(*, provisional: list[Knowledge], held: list[Knowledge],
+                                now: datetime) -> None:
+    """open_gate_b_review for rows created in this transaction and placed provisional or
+    held (whatever happened to them since), with set-based inserts."""
+    from governance.questions import validations_with_questions_for_new
+
+    validations_with_questions_for_new(
+        provisional, kind=Validation.Kind.CONFIRMATION, reason="f4_gate_a_b_deferred",
+        window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
+    Validation.objects.bulk_create([
+        Validation(account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
+                   status=Validation.Status.OPEN, reason="f4_scope_hold",
+                   target_scope=item.scope, target_level=item.level,
+                   due_at=now + REVIEW_WINDOW)
+        for item in held])
+
+
 def gate_b(item: Knowledge, *, self_observation: bool) -> Knowledge:
     """Place a kept proposal.
 

@@ -300,7 +300,7 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
                                 names=frozenset(names[msg.scope_id]))
             if kept is not None and kept.state in lifecycle.EMBEDDABLE:
                 outcome.kept.append(str(kept.pk))  # type: ignore[union-attr]
-        placer.flush()
+        placer.finish()
         Message.objects.filter(pk__in=locked).update(extracted_at=timezone.now())
         if embed:
             enqueue_embedding(account_id, outcome.kept or [])
@@ -323,9 +323,21 @@ class BatchPlacer:
         self.account_id = account_id
         self.items = items
         self.pending: list[lifecycle.Change] = []
+        self.reviews: dict[str, list[Knowledge]] = {lifecycle.PROVISIONAL: [],
+                                                     lifecycle.HELD: []}
         self._norm: dict[uuid.UUID, str] = {}
         self._index: dict[tuple[Any, Any, str], list[Knowledge]] | None = None
         self._now = timezone.now()
+
+    def finish(self) -> None:
+        """Write what is pending and open the reviews deferred placements ask for."""
+        from governance.intake.gates import open_gate_b_reviews_for_new
+
+        self.flush()
+        # Opened for the placement, whatever happened to the row since (as row by row).
+        open_gate_b_reviews_for_new(provisional=self.reviews[lifecycle.PROVISIONAL],
+                                    held=self.reviews[lifecycle.HELD], now=self._now)
+        self.reviews = {lifecycle.PROVISIONAL: [], lifecycle.HELD: []}
 
     def flush(self) -> None:
         if self.pending:
@@ -374,7 +386,7 @@ class BatchPlacer:
               message_text: str, names: frozenset[str]) -> Knowledge | None:
         """One fresh row through Gate A, Gate B and the update rule; returns the row that
         carries the claim (the original for a duplicate), or None when rejected."""
-        from governance.intake.gates import gate_a_refusal, gate_b_placement, open_gate_b_review
+        from governance.intake.gates import gate_a_refusal, gate_b_placement
         from governance.intake.supersession import is_candidate
 
         refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
@@ -390,7 +402,8 @@ class BatchPlacer:
                                         evidence={"duplicate_of": str(original.pk)}))
             return original
         self._move(gate_b_placement(item, self_observation=claim.self_observation))
-        open_gate_b_review(item, now=self._now)
+        if item.state in self.reviews:
+            self.reviews[item.state].append(item)  # opened in finish(), all in one go
         if item.state in (lifecycle.ACTIVE, lifecycle.PROVISIONAL) and (
                 claim.replaces is not None or is_candidate(item.statement)):
             if claim.replaces is not None:
