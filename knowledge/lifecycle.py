@@ -446,11 +446,15 @@ def transition_many(moves: Sequence[Change], *, actor: Any) -> list[Any]:
 def _update_rows(cur: Any, items: list[Any], names: list[str]) -> None:
     """One UPDATE ... FROM (VALUES ...) writing `names` of each row from its object
     (Django's bulk_update builds a CASE per field and row: slow to compile and run)."""
+    from django.db.models import Field
+
     from knowledge.models import Knowledge
 
     meta = Knowledge._meta
-    fields = [meta.get_field(name) for name in names]
+    fields = [field for name in names if isinstance(field := meta.get_field(name), Field)]
     pk = meta.pk
+    if len(fields) != len(names) or pk is None:
+        raise TransitionError(f"cannot write {names}")
     casts = [pk.cast_db_type(connection), *(f.cast_db_type(connection) for f in fields)]
     row = "(" + ", ".join(f"%s::{cast}" for cast in casts) + ")"
     params: list[Any] = []
@@ -458,10 +462,10 @@ def _update_rows(cur: Any, items: list[Any], names: list[str]) -> None:
         params.append(pk.get_db_prep_value(item.pk, connection))
         params.extend(f.get_db_prep_save(getattr(item, f.attname), connection) for f in fields)
     q = connection.ops.quote_name
-    columns = [q(f.column) for f in fields]
-    key = q(pk.column)
+    columns = [q(str(f.column)) for f in fields]
+    key = q(str(pk.column))
     cur.execute(
-        f"UPDATE {q(meta.db_table)} AS k SET "
+        f"UPDATE {q(str(meta.db_table))} AS k SET "
         + ", ".join(f"{c} = v.{c}" for c in columns)
         + f" FROM (VALUES {', '.join([row] * len(items))}) AS v({key}, "
         + ", ".join(columns) + f") WHERE k.{key} = v.{key}", params)

@@ -196,7 +196,7 @@ def _rebuild_on_commit(account_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
 
 # --- dirty marking (the lifecycle refresh hook) ------------------------------------------------
 
-def _placement(item: Any) -> tuple[bool, list[str]]:
+def _placement(item: Any) -> tuple[bool, list[Any]]:
     """Whether `item`'s state places it in projections (peer profile), and the
     audiences of the shared ones (scope card, session summary) it belongs in."""
     mode = lifecycle.STATES[item.state].projection if item.state in lifecycle.STATES else "none"
@@ -240,7 +240,7 @@ def affected_many_q(items: Sequence[Any]) -> Q:
     q = Q(pk__in=Subquery(ProjectionSource.objects.filter(
         knowledge_id__in=[item.pk for item in items]).values("projection_id")))
     peers: set[tuple[Any, Any]] = set()
-    shared: dict[tuple[Any, tuple[str, ...]], list[Any]] = {}
+    shared: dict[tuple[Any, tuple[Any, ...]], list[Any]] = {}
     for item in items:
         placed, audiences = _placement(item)
         if placed and item.subject_peer_id is not None:
@@ -249,12 +249,12 @@ def affected_many_q(items: Sequence[Any]) -> Q:
             shared.setdefault((item.scope_id, tuple(audiences)), []).append(item.pk)
     for peer_id, scope_id in sorted(peers, key=str):
         q |= Q(kind=Kind.PEER_PROFILE, peer_id=peer_id, scope_id=scope_id)
-    for (scope_id, audiences), pks in shared.items():
+    for (scope_id, group), pks in shared.items():
         sessions = (KnowledgeSource.objects.filter(knowledge_id__in=pks,
                                                    message__session__isnull=False)
                     .values("message__session_id"))
-        q |= Q(kind=Kind.SCOPE_CARD, scope_id=scope_id, audience__in=list(audiences))
-        q |= Q(kind=Kind.SESSION_SUMMARY, scope_id=scope_id, audience__in=list(audiences),
+        q |= Q(kind=Kind.SCOPE_CARD, scope_id=scope_id, audience__in=list(group))
+        q |= Q(kind=Kind.SESSION_SUMMARY, scope_id=scope_id, audience__in=list(group),
                session_id__in=Subquery(sessions))
     return q
 
