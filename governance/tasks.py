@@ -76,27 +76,32 @@ def contributor_changed(account_id: str, knowledge_id: str) -> int:
 
 @shared_task(name="governance.process_messages", **_RETRY)
 def process_messages(account_id: str, message_ids: list[str]) -> int:
-    """A batch through the pipeline with set-based writes. When the batch's write fails
-    (a bug or bad data in one message), the messages go through one at a time, so the
-    poison one is set aside (dead-lettered) and the rest are extracted."""
+    """A batch through the pipeline with set-based writes (model-free extraction). When
+    the batch's write fails (a bug or bad data in one message), the messages go through
+    one at a time, so the poison one is set aside (dead-lettered) and the rest are
+    extracted. A model-backed extractor always goes one message at a time: each model
+    call then sees the statements of the messages before it, and a crash repeats at
+    most one (billed) call."""
     from governance.intake.pipeline import (
+        batches_messages,
         enqueue_embedding,
         process_message,
         process_messages_batch,
     )
     from knowledge.ingest.dead_letter import mark_extraction_failed
 
-    try:
-        outcome, failed = process_messages_batch(account_id, message_ids)
-    except OperationalError:
-        raise  # the database, not a message: the task retries the batch
-    except Exception:
-        log.warning("batch write failed; processing its messages one at a time",
-                    exc_info=True, extra={"account_id": account_id})
-    else:
-        for mid, exc in failed.items():
-            mark_extraction_failed(account_id, mid, exc)
-        return outcome.proposed
+    if batches_messages():
+        try:
+            outcome, failed = process_messages_batch(account_id, message_ids)
+        except OperationalError:
+            raise  # the database, not a message: the task retries the batch
+        except Exception:
+            log.warning("batch write failed; processing its messages one at a time",
+                        exc_info=True, extra={"account_id": account_id})
+        else:
+            for mid, exc in failed.items():
+                mark_extraction_failed(account_id, mid, exc)
+            return outcome.proposed
     proposed, kept = 0, []
     for mid in message_ids:
         try:

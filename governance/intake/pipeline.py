@@ -50,6 +50,14 @@ def get_extractor() -> Extractor:
     return RuleBasedExtractor()
 
 
+def batches_messages() -> bool:
+    """Whether a batch of messages is extracted and written together: with the
+    model-free extractor. A model's claims about one message may name the statements
+    of the messages before it (ObservedMessage.current), so a model goes one message
+    at a time."""
+    return isinstance(get_extractor(), RuleBasedExtractor)
+
+
 def known_peer_names(account_id: uuid.UUID, scope_id: uuid.UUID | None = None
                      ) -> dict[str, str]:
     """Lower-cased display names and aliases -> peer_key, for third-person subjects.
