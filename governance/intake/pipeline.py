@@ -106,13 +106,7 @@ def conversation_addressee(msg: Message) -> str | None:
     up to this one come from exactly two peers, so "you" is the other one. A group
     conversation, a message outside a session, or a session's first speaker before anyone
     answered has no addressee (an unnamed "you" then stays unresolved)."""
-    if msg.session_id is None:
-        return None
-    keys = set(Message.objects.filter(session_id=msg.session_id,
-                                      occurred_at__lte=msg.occurred_at)
-               .values_list("peer__key", flat=True).distinct()[:3])
-    others = keys - {msg.peer.key}
-    return others.pop() if len(keys) == 2 and len(others) == 1 else None
+    return conversation_addressees([msg])[msg.pk]
 
 
 CURRENT_SHOWN = 10
