@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -378,7 +379,8 @@ def attach_locomo(convs: list[Conversation], *, account_name: str = "LoCoMo benc
 
 
 def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
-                  account_name: str = "LoCoMo bench") -> tuple[Any, dict[str, Any]]:
+                  account_name: str = "LoCoMo bench", workers: int = 1
+                  ) -> tuple[Any, dict[str, Any]]:
     """Every turn as a Message through messages_ingest (eager pipeline). Returns the
     Account id and the ingest statistics (see bench/README.md for the keys)."""
     from django.db import connection
@@ -417,9 +419,10 @@ def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
     total = sum(len(c.turns) for c in convs)
     done = 0
     batches: list[dict[str, Any]] = []
-    sampler = MemorySampler(connection.settings_dict["NAME"]).start()
-    started = time.monotonic()
-    for conv in convs:
+    lock = threading.Lock()
+
+    def ingest_conversation(conv: Conversation) -> None:
+        nonlocal done
         by_session: dict[int, list[Turn]] = defaultdict(list)
         for t in conv.turns:
             by_session[t.session].append(t)
@@ -438,13 +441,39 @@ def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
                                     messages=msgs,
                                     session_id=f"{conv.sample_id}:session_{session}")
                 elapsed = time.monotonic() - bt
-                done += len(msgs)
-                batches.append({"conversation": conv.sample_id, "session": session,
-                                "messages": len(msgs), "seconds": round(elapsed, 3)})
-                rate = done / (time.monotonic() - started)
-                log(f"ingest {conv.sample_id} session {session}: {len(msgs)} msgs in "
-                    f"{elapsed:.2f}s ({len(msgs) / elapsed:.1f}/s) - {done}/{total} "
-                    f"overall {rate:.1f} msgs/s")
+                with lock:
+                    done += len(msgs)
+                    batches.append({"conversation": conv.sample_id, "session": session,
+                                    "messages": len(msgs), "seconds": round(elapsed, 3)})
+                    rate = done / (time.monotonic() - started)
+                    log(f"ingest {conv.sample_id} session {session}: {len(msgs)} msgs in "
+                        f"{elapsed:.2f}s ({len(msgs) / elapsed:.1f}/s) - {done}/{total} "
+                        f"overall {rate:.1f} msgs/s")
+
+    def worker(queue: list[Conversation]) -> None:
+        # Like one Celery worker process: its own connection, conversations in turn.
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    conv = queue.pop(0)
+                ingest_conversation(conv)
+        finally:
+            connection.close()
+
+    sampler = MemorySampler(connection.settings_dict["NAME"]).start()
+    started = time.monotonic()
+    if workers <= 1:
+        for conv in convs:
+            ingest_conversation(conv)
+    else:
+        # Conversations are independent (one scope each); the longest go first so the
+        # workers finish close together. Within a conversation sessions stay in order.
+        queue = sorted(convs, key=lambda c: -len(c.turns))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in [pool.submit(worker, queue) for _ in range(workers)]:
+                future.result()
     wall = time.monotonic() - started
     server_mem = sampler.stop()
 

@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-conversations", type=int, default=None)
     ap.add_argument("--batch-size", type=int, default=100,
                     help="max messages per messages_ingest call (a session is split)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="ingest conversations on N threads, like N Celery worker "
+                         "processes (compose runs --concurrency 2); default 1")
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--db-name", default="ingest")
     ap.add_argument("--torch-threads", type=int, default=None,
@@ -48,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_start = os.getloadavg()
     convs = common.load_locomo(args.dataset, args.limit_conversations)
     common.log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
-    account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size)
+    account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size,
+                                              workers=args.workers)
     from django.conf import settings
 
     payload = {
@@ -62,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             "database": dbname,
             "kept_database": args.keep_db,
             "batch_size": args.batch_size,
+            "workers": args.workers,
             "celery_eager": settings.CELERY_TASK_ALWAYS_EAGER,
             "extractor": _extractor_name(),
             "embedder": _embedder_key(),

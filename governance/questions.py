@@ -85,3 +85,22 @@ def validation_with_question(item: Knowledge, *, kind: str, reason: str, window:
             peer_id=item.subject_peer_id, kind=kind,
             defaults={"text": f"{text} \u201c{item.statement}\u201d", "deadline": due})
     return validation
+
+
+def validations_with_questions_for_new(items: list[Knowledge], *, kind: str, reason: str,
+                                       window: timedelta, text: str, now: datetime,
+                                       **validation_fields: Any) -> list[Validation]:
+    """validation_with_question for rows created in this transaction (none can have an
+    open validation yet), with two inserts however many rows."""
+    due = now + window
+    validations = [Validation(account_id=item.account_id, knowledge=item, kind=kind,
+                              status=Validation.Status.OPEN, reason=reason, due_at=due,
+                              **validation_fields) for item in items]
+    Validation.objects.bulk_create(validations)
+    PeerQuestion.objects.bulk_create([
+        PeerQuestion(account_id=item.account_id, validation=validation, knowledge=item,
+                     peer_id=item.subject_peer_id, kind=kind,
+                     text=f"{text} \u201c{item.statement}\u201d", deadline=due)
+        for item, validation in zip(items, validations, strict=True)
+        if item.subject_peer_id is not None])
+    return validations

@@ -7,6 +7,7 @@ one it runs just that Account.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from django.utils import timezone
 from governance import workers
 from knowledge import lifecycle
 
+log = logging.getLogger(__name__)
 _RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": True, "max_retries": 5,
           "acks_late": True}
 
@@ -74,20 +76,43 @@ def contributor_changed(account_id: str, knowledge_id: str) -> int:
 
 @shared_task(name="governance.process_messages", **_RETRY)
 def process_messages(account_id: str, message_ids: list[str]) -> int:
-    from governance.intake.pipeline import enqueue_embedding, process_message
+    """A batch through the pipeline with set-based writes (model-free extraction). When
+    the batch's write fails (a bug or bad data in one message), the messages go through
+    one at a time, so the poison one is set aside (dead-lettered) and the rest are
+    extracted. A model-backed extractor always goes one message at a time: each model
+    call then sees the statements of the messages before it, and a crash repeats at
+    most one (billed) call."""
+    from governance.intake.pipeline import (
+        batches_messages,
+        enqueue_embedding,
+        process_message,
+        process_messages_batch,
+    )
     from knowledge.ingest.dead_letter import mark_extraction_failed
 
+    if batches_messages():
+        try:
+            outcome, failed = process_messages_batch(account_id, message_ids)
+        except OperationalError:
+            raise  # the database, not a message: the task retries the batch
+        except Exception:
+            log.warning("batch write failed; processing its messages one at a time",
+                        exc_info=True, extra={"account_id": account_id})
+        else:
+            for mid, exc in failed.items():
+                mark_extraction_failed(account_id, mid, exc)
+            return outcome.proposed
     proposed, kept = 0, []
     for mid in message_ids:
         try:
-            outcome = process_message(account_id, mid, embed=False)
+            one = process_message(account_id, mid, embed=False)
         except OperationalError:
-            raise  # the database, not the message: the task retries the batch
+            raise
         except Exception as exc:  # a poison message is set aside; the batch goes on
             mark_extraction_failed(account_id, mid, exc)
             continue
-        proposed += outcome.proposed
-        kept += outcome.kept or []
+        proposed += one.proposed
+        kept += one.kept or []
     with transaction.atomic():  # one embedding job for the whole batch
         enqueue_embedding(account_id, kept)
     return proposed

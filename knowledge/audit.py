@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -48,9 +51,43 @@ def _lock_key(account_id: Any) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+# A block's appends held back for one write at its end (see deferred): (account, entries).
+_deferred: ContextVar[tuple[str, list[dict[str, Any]]] | None] = ContextVar(
+    "memhouse_audit_deferred", default=None)
+
+
+@contextmanager
+def deferred(account_id: Any) -> Iterator[None]:
+    """Hold back this block's appends for `account_id` and append them, in order, when
+    it ends: the Account's advisory lock is then taken once, for the end of the
+    transaction only, instead of from the first append to the commit. Use inside the
+    transaction; an exception discards them with the rest of its work."""
+    queue: list[dict[str, Any]] = []
+    token = _deferred.set((str(account_id), queue))
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+    append_many(account_id=account_id, entries=queue)
+
+
+def _held_back(account_id: Any, entries: list[dict[str, Any]]) -> bool:
+    held = _deferred.get()
+    if held is None or held[0] != str(account_id):
+        return False
+    held[1].extend(entries)
+    return True
+
+
 def append(*, account_id: Any, event_type: str, actor: str, target_type: str = "",
            target_id: str = "", payload: dict[str, Any] | None = None) -> Any:
+    """Append one entry (None when held back by `deferred`; it is written at its end)."""
     from knowledge.models import AuditEntry
+
+    if _held_back(account_id, [{"event_type": event_type, "actor": actor,
+                                "target_type": target_type, "target_id": target_id,
+                                "payload": payload}]):
+        return None
 
     payload = json.loads(canonical_json(payload or {}))
     with transaction.atomic():
@@ -69,6 +106,39 @@ def append(*, account_id: Any, event_type: str, actor: str, target_type: str = "
             target_type=target_type, target_id=target_id, payload=payload,
             created_at=created_at, prev_hash=prev, hash=chain_hash(prev, body),
         )
+
+
+def append_many(*, account_id: Any, entries: list[dict[str, Any]]) -> list[Any]:
+    """Append several entries (dicts of append's keyword arguments but account_id) in
+    order under one hold of the Account's advisory lock: one head read, one insert.
+    The chain is the same as appending them one by one."""
+    from knowledge.models import AuditEntry
+
+    if not entries or _held_back(account_id, entries):
+        return []
+    with transaction.atomic():
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(account_id)])
+        last = (AuditEntry.objects.filter(account_id=account_id).order_by("-seq")
+                .values("seq", "hash").first())
+        seq = last["seq"] if last else 0
+        prev = last["hash"] if last else GENESIS
+        created_at = timezone.now()
+        rows = []
+        for entry in entries:
+            seq += 1
+            payload = json.loads(canonical_json(entry.get("payload") or {}))
+            fields = {"event_type": entry["event_type"], "actor": entry["actor"],
+                      "target_type": entry.get("target_type", ""),
+                      "target_id": entry.get("target_id", "")}
+            body = entry_body(account_id=account_id, seq=seq, payload=payload,
+                              created_at=created_at, **fields)
+            digest = chain_hash(prev, body)
+            rows.append(AuditEntry(account_id=account_id, seq=seq, payload=payload,
+                                   created_at=created_at, prev_hash=prev, hash=digest,
+                                   **fields))
+            prev = digest
+        return AuditEntry.objects.bulk_create(rows)
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,43 @@ def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
     return item
 
 
+def knowledge_propose_many(*, account_id: uuid.UUID, proposals: list[dict[str, Any]],
+                           actor: lifecycle.ActorLike) -> list[Knowledge]:
+    """knowledge_propose for many statements of one Account, in order, with set-based
+    writes: one insert of the rows, one of their sources, one lifecycle record (an event
+    and an audit entry per row). Each proposal holds knowledge_propose's keyword
+    arguments but account_id and actor; a source names a `message` or a
+    `document_version` object."""
+    items: list[Knowledge] = []
+    sources: list[KnowledgeSource] = []
+    last = None
+    for proposal in proposals:
+        fields = dict(proposal)
+        srcs = fields.pop("sources", None) or []
+        if fields.pop("state", lifecycle.INITIAL_STATE) != lifecycle.INITIAL_STATE:
+            raise lifecycle.TransitionError(f"knowledge starts as {lifecycle.INITIAL_STATE}")
+        fields["statement"] = fields["statement"].strip()
+        if not fields["statement"]:
+            raise ApplicationError("empty_statement", "a statement needs text")
+        # Strictly increasing, as row-by-row inserts would be: readers order by it.
+        now = timezone.now()
+        inserted = now if last is None or now > last else last + timedelta(microseconds=1)
+        last = inserted
+        item = Knowledge(account_id=account_id, inserted_at=inserted, updated_at=inserted,
+                         **fields)
+        # What independent_source_count would read back: distinct speakers + documents.
+        item.source_count = len({("m", src["message"].peer_id) if src.get("message")
+                                 else ("d", src["document_version"].document_id)
+                                 for src in srcs})
+        items.append(item)
+        sources.extend(KnowledgeSource(account_id=account_id, knowledge=item, **src)
+                       for src in srcs)
+    Knowledge.objects.bulk_create(items)
+    KnowledgeSource.objects.bulk_create(sources)
+    lifecycle.record_creation_many(items, actor=actor)
+    return items
+
+
 def independent_source_count(item: Knowledge) -> int:
     """Distinct speaking peers plus distinct documents: repeats by one source count once."""
     rows = KnowledgeSource.objects.filter(knowledge=item).values_list(

@@ -12,8 +12,8 @@ class RetrievalConfig(AppConfig):
         from knowledge.lifecycle import register_derived_rows, register_refresh_hook
         from retrieval import entity_tasks, projection_tasks  # noqa: F401
         from retrieval.derived import drop_derived_rows
-        from retrieval.projections import on_knowledge_change
+        from retrieval.projections import on_knowledge_change, on_knowledge_change_many
 
-        register_refresh_hook(on_knowledge_change)
+        register_refresh_hook(on_knowledge_change, many=on_knowledge_change_many)
         # Statements withdrawn from use lose their vectors and entity mentions.
         register_derived_rows(drop_derived_rows)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Peer
@@ -584,8 +584,9 @@ def index_knowledge(account_id: uuid.UUID | str, knowledge_ids: Sequence[Any]
         touched |= set(entity_ids.values())
         counts = dict(EntityMention.objects.filter(entity_id__in=touched)
                       .values_list("entity_id").annotate(n=Count("id")))
-        for eid in touched:
-            if counts.get(eid, 0):
-                Entity.objects.filter(pk=eid).update(mention_count=counts[eid])
+        # One UPDATE for every touched entity that keeps mentions (not one per entity).
+        Entity.objects.filter(pk__in=[e for e in touched if counts.get(e, 0)]).update(
+            mention_count=Subquery(EntityMention.objects.filter(entity_id=OuterRef("pk"))
+                                   .values("entity_id").annotate(n=Count("id")).values("n")))
         Entity.objects.filter(pk__in=[e for e in touched if not counts.get(e, 0)]).delete()
     return {"statements": len(current), "mentions": len(rows)}

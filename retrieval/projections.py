@@ -196,31 +196,65 @@ def _rebuild_on_commit(account_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
 
 # --- dirty marking (the lifecycle refresh hook) ------------------------------------------------
 
-def affected_q(item: Knowledge) -> Q:
-    """Projections a change of `item` can affect: every one that holds it, and every one
-    its new state, scope, subject and sessions place it in."""
-    q = Q(pk__in=Subquery(ProjectionSource.objects.filter(knowledge_id=item.pk)
-                          .values("projection_id")))
+def _placement(item: Any) -> tuple[bool, list[Any]]:
+    """Whether `item`'s state places it in projections (peer profile), and the
+    audiences of the shared ones (scope card, session summary) it belongs in."""
     mode = lifecycle.STATES[item.state].projection if item.state in lifecycle.STATES else "none"
     if mode == "none":
-        return q
+        return False, []
     if item.expires_at is not None and item.expires_at <= timezone.now():
         # Already expired: it belongs in no projection, and dirtying the ones a reader
         # uses would let their cache diagnostics reveal a row that reader cannot see.
-        return q
-    if item.subject_peer_id is not None:
-        q |= Q(kind=Kind.PEER_PROFILE, peer_id=item.subject_peer_id, scope_id=item.scope_id)
+        return False, []
     audiences = []
     if mode == "shared_and_peer" and is_shareable(item):
         audiences.append(Audience.SHARED)
     if mode == "shared_and_peer" and item.sensitivity == Knowledge.Sensitivity.PUBLIC:
         audiences.append(Audience.PUBLIC)
+    return True, audiences
+
+
+def affected_q(item: Knowledge) -> Q:
+    """Projections a change of `item` can affect: every one that holds it, and every one
+    its new state, scope, subject and sessions place it in."""
+    q = Q(pk__in=Subquery(ProjectionSource.objects.filter(knowledge_id=item.pk)
+                          .values("projection_id")))
+    placed, audiences = _placement(item)
+    if not placed:
+        return q
+    if item.subject_peer_id is not None:
+        q |= Q(kind=Kind.PEER_PROFILE, peer_id=item.subject_peer_id, scope_id=item.scope_id)
     if audiences:
         sessions = (KnowledgeSource.objects.filter(knowledge_id=item.pk,
                                                    message__session__isnull=False)
                     .values("message__session_id"))
         q |= Q(kind=Kind.SCOPE_CARD, scope_id=item.scope_id, audience__in=audiences)
         q |= Q(kind=Kind.SESSION_SUMMARY, scope_id=item.scope_id, audience__in=audiences,
+               session_id__in=Subquery(sessions))
+    return q
+
+
+def affected_many_q(items: Sequence[Any]) -> Q:
+    """The union of affected_q over `items`, as a few terms however many rows: rows of
+    one scope and audiences share their scope card and session-summary terms."""
+    q = Q(pk__in=Subquery(ProjectionSource.objects.filter(
+        knowledge_id__in=[item.pk for item in items]).values("projection_id")))
+    peers: set[tuple[Any, Any]] = set()
+    shared: dict[tuple[Any, tuple[Any, ...]], list[Any]] = {}
+    for item in items:
+        placed, audiences = _placement(item)
+        if placed and item.subject_peer_id is not None:
+            peers.add((item.subject_peer_id, item.scope_id))
+        if audiences:
+            shared.setdefault((item.scope_id, tuple(audiences)), []).append(item.pk)
+    for peer_id, scope_id in sorted(peers, key=str):
+        q |= Q(kind=Kind.PEER_PROFILE, peer_id=peer_id, scope_id=scope_id)
+    for (scope_id, group), pks in shared.items():
+        sessions = (KnowledgeSource.objects.filter(knowledge_id__in=pks,
+                                                   message__session__isnull=False)
+                    .values("message__session_id"))
+        q |= Q(kind=Kind.SCOPE_CARD, scope_id=scope_id, audience__in=list(group))
+        q |= Q(kind=Kind.SESSION_SUMMARY, scope_id=scope_id, audience__in=list(group),
                session_id__in=Subquery(sessions))
     return q
 
@@ -252,6 +286,20 @@ def on_knowledge_change(item: Any) -> None:
     if locked:
         Projection.objects.filter(pk__in=locked).update(dirty=True, version=F("version") + 1)
     _rebuild_on_commit(item.account_id, locked)
+
+
+def on_knowledge_change_many(items: Sequence[Any]) -> None:
+    """on_knowledge_change for the rows of one set-based lifecycle write: one query
+    marks every projection any of them affects."""
+    items = [item for item in items if item.state != lifecycle.INITIAL_STATE]
+    for account_id in {item.account_id for item in items}:
+        q = affected_many_q([item for item in items if item.account_id == account_id])
+        locked = list(Projection.objects.select_for_update().filter(account_id=account_id)
+                      .filter(q).order_by("pk").values_list("pk", flat=True))
+        if locked:
+            Projection.objects.filter(pk__in=locked).update(dirty=True,
+                                                            version=F("version") + 1)
+        _rebuild_on_commit(account_id, locked)
 
 
 # --- reading ---------------------------------------------------------------------------------

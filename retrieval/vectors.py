@@ -17,6 +17,10 @@ from retrieval.models import EmbeddingSpace, KnowledgeVector
 EMBEDDABLE_STATES = tuple(sorted(lifecycle.EMBEDDABLE))
 
 
+# (database, space id) whose index this process has created or found.
+_indexed_spaces: set[tuple[str, uuid.UUID]] = set()
+
+
 def index_name(space: EmbeddingSpace) -> str:
     return f"knowledge_vector_hnsw_{space.id.hex[:12]}"
 
@@ -30,11 +34,18 @@ def space_ensure(identity: Any) -> EmbeddingSpace:
     space, _ = EmbeddingSpace.objects.get_or_create(
         provider=identity.provider, model=identity.model, version=identity.version,
         dims=identity.dims)
+    key = (connection.settings_dict["NAME"], space.id)
+    if key in _indexed_spaces:
+        # Once per process: CREATE INDEX IF NOT EXISTS takes a SHARE lock on the vector
+        # table, which would queue every concurrent embedding write behind it.
+        return space
     with connection.cursor() as cur:
         cur.execute(
             f"CREATE INDEX IF NOT EXISTS {index_name(space)} ON memhouse_knowledge_vector "
             f"USING hnsw ((embedding::vector({int(space.dims)})) vector_cosine_ops) "
             f"WITH (m = 16, ef_construction = 64) WHERE space_id = '{space.id}'")
+    # Remembered after commit only: a rolled-back CREATE INDEX leaves no index.
+    transaction.on_commit(lambda: _indexed_spaces.add(key))
     return space
 
 

@@ -7,7 +7,7 @@ in the loop, so restricted statements are withheld rather than placed.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -46,6 +46,21 @@ def find_duplicate(item: Knowledge) -> Knowledge | None:
     return candidates.order_by("inserted_at").first()
 
 
+def gate_a_refusal(item: Knowledge, *, excerpt: str = "", message_text: str = "",
+                   names: frozenset[str] = frozenset()) -> str | None:
+    """Gate A's pure part: the reason a proposal is refused before any duplicate lookup
+    (noise, junk, no source), or None."""
+    if len(_WORD.findall(item.statement)) < 2:
+        return "f4_gate_a_noise"
+    junk = junk_reason(statement=item.statement, excerpt=excerpt, message_text=message_text,
+                       names=names)
+    if junk is not None:
+        return junk
+    if item.source_count == 0:
+        return "f4_gate_a_unsupported"
+    return None
+
+
 def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
            names: frozenset[str] = frozenset()) -> Knowledge | None:
     """Keep the proposal, or reject it. Junk (machine output, pings, content-free
@@ -53,18 +68,9 @@ def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
     provenance as decision evidence. A duplicate's provenance joins the original, so
     repeating a fact raises its independent-source count instead of adding a row.
     Returns the row that now carries the claim, or None when it was rejected."""
-    if len(_WORD.findall(item.statement)) < 2:
-        transition(item, lifecycle.REJECTED, actor=PIPELINE, reason="f4_gate_a_noise",
-                   verification=Knowledge.Verification.GATE_REJECT)
-        return None
-    junk = junk_reason(statement=item.statement, excerpt=excerpt, message_text=message_text,
-                       names=names)
-    if junk is not None:
-        transition(item, lifecycle.REJECTED, actor=PIPELINE, reason=junk,
-                   verification=Knowledge.Verification.GATE_REJECT)
-        return None
-    if item.source_count == 0:
-        transition(item, lifecycle.REJECTED, actor=PIPELINE, reason="f4_gate_a_unsupported",
+    refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
+    if refusal is not None:
+        transition(item, lifecycle.REJECTED, actor=PIPELINE, reason=refusal,
                    verification=Knowledge.Verification.GATE_REJECT)
         return None
     original = find_duplicate(item)
@@ -77,6 +83,54 @@ def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
     return item
 
 
+def gate_b_placement(item: Knowledge, *, self_observation: bool) -> lifecycle.Change:
+    """Gate B's pure part: where a kept proposal goes (see gate_b)."""
+    if item.sensitivity == Knowledge.Sensitivity.RESTRICTED:
+        return lifecycle.Change(item, lifecycle.REJECTED, "f4_gate_b_restricted_unattended",
+                                Knowledge.Verification.GATE_REJECT)
+    if item.level == Knowledge.Level.PEER and item.subject_peer_id is not None:
+        if self_observation:
+            return lifecycle.Change(item, lifecycle.ACTIVE, "f4_gate_a_b_accepted",
+                                    Knowledge.Verification.GATE_KEEP)
+        return lifecycle.Change(item, lifecycle.PROVISIONAL, "f4_gate_a_b_deferred",
+                                Knowledge.Verification.GATE_DEFER)
+    return lifecycle.Change(item, lifecycle.HELD, "f4_scope_hold",
+                            Knowledge.Verification.GATE_DEFER,
+                            changes={"held_scope": item.scope})
+
+
+def open_gate_b_review(item: Knowledge, *, now: datetime) -> None:
+    """The review a deferred placement opens: the subject's confirmation question for a
+    provisional row, a curator review for a held one. Call in the placing transaction."""
+    if item.state == lifecycle.PROVISIONAL:
+        validation_with_question(
+            item, kind=Validation.Kind.CONFIRMATION, reason="f4_gate_a_b_deferred",
+            window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
+    elif item.state == lifecycle.HELD:
+        Validation.objects.get_or_create(
+            account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
+            status=Validation.Status.OPEN,
+            defaults={"reason": "f4_scope_hold", "target_scope": item.scope,
+                      "target_level": item.level, "due_at": now + REVIEW_WINDOW})
+
+
+def open_gate_b_reviews_for_new(*, provisional: list[Knowledge], held: list[Knowledge],
+                                now: datetime) -> None:
+    """open_gate_b_review for rows created in this transaction and placed provisional or
+    held (whatever happened to them since), with set-based inserts."""
+    from governance.questions import validations_with_questions_for_new
+
+    validations_with_questions_for_new(
+        provisional, kind=Validation.Kind.CONFIRMATION, reason="f4_gate_a_b_deferred",
+        window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
+    Validation.objects.bulk_create([
+        Validation(account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
+                   status=Validation.Status.OPEN, reason="f4_scope_hold",
+                   target_scope=item.scope, target_level=item.level,
+                   due_at=now + REVIEW_WINDOW)
+        for item in held])
+
+
 def gate_b(item: Knowledge, *, self_observation: bool) -> Knowledge:
     """Place a kept proposal.
 
@@ -87,27 +141,8 @@ def gate_b(item: Knowledge, *, self_observation: bool) -> Knowledge:
     * scope or account level -> held at its scope for a curator.
     """
     now = timezone.now()
-    if item.sensitivity == Knowledge.Sensitivity.RESTRICTED:
-        return transition(item, lifecycle.REJECTED, actor=PIPELINE,
-                          reason="f4_gate_b_restricted_unattended",
-                          verification=Knowledge.Verification.GATE_REJECT)
-    if item.level == Knowledge.Level.PEER and item.subject_peer_id is not None:
-        if self_observation:
-            return transition(item, lifecycle.ACTIVE, actor=PIPELINE,
-                              reason="f4_gate_a_b_accepted",
-                              verification=Knowledge.Verification.GATE_KEEP)
-        item = transition(item, lifecycle.PROVISIONAL, actor=PIPELINE,
-                          reason="f4_gate_a_b_deferred",
-                          verification=Knowledge.Verification.GATE_DEFER)
-        validation_with_question(
-            item, kind=Validation.Kind.CONFIRMATION, reason="f4_gate_a_b_deferred",
-            window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
-        return item
-    item = transition(item, lifecycle.HELD, actor=PIPELINE, reason="f4_scope_hold",
-                      verification=Knowledge.Verification.GATE_DEFER, held_scope=item.scope)
-    Validation.objects.get_or_create(
-        account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
-        status=Validation.Status.OPEN,
-        defaults={"reason": "f4_scope_hold", "target_scope": item.scope,
-                  "target_level": item.level, "due_at": now + REVIEW_WINDOW})
+    move = gate_b_placement(item, self_observation=self_observation)
+    item = transition(item, move.to, actor=PIPELINE, reason=move.reason,
+                      verification=move.verification, **move.changes)
+    open_gate_b_review(item, now=now)
     return item

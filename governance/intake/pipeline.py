@@ -21,14 +21,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from governance import belief_time
-from governance.intake.gates import PIPELINE, gate_a, gate_b, normalised
+from governance.intake.gates import _NORMALISED_SQL, PIPELINE, gate_a, gate_b, normalised
 from governance.intake.supersession import settle_update
-from knowledge import lifecycle
+from knowledge import audit, lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.lifecycle import transition
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Peer
-from knowledge.services import knowledge_propose
+from knowledge.services import knowledge_merge_sources, knowledge_propose, knowledge_propose_many
 from memhouse.tenancy import account_context
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,14 @@ def get_extractor() -> Extractor:
 
             return LLMExtractor(provider)
     return RuleBasedExtractor()
+
+
+def batches_messages() -> bool:
+    """Whether a batch of messages is extracted and written together: with the
+    model-free extractor. A model's claims about one message may name the statements
+    of the messages before it (ObservedMessage.current), so a model goes one message
+    at a time."""
+    return isinstance(get_extractor(), RuleBasedExtractor)
 
 
 def known_peer_names(account_id: uuid.UUID, scope_id: uuid.UUID | None = None
@@ -97,13 +105,7 @@ def conversation_addressee(msg: Message) -> str | None:
     up to this one come from exactly two peers, so "you" is the other one. A group
     conversation, a message outside a session, or a session's first speaker before anyone
     answered has no addressee (an unnamed "you" then stays unresolved)."""
-    if msg.session_id is None:
-        return None
-    keys = set(Message.objects.filter(session_id=msg.session_id,
-                                      occurred_at__lte=msg.occurred_at)
-               .values_list("peer__key", flat=True).distinct()[:3])
-    others = keys - {msg.peer.key}
-    return others.pop() if len(keys) == 2 and len(others) == 1 else None
+    return conversation_addressees([msg])[msg.pk]
 
 
 CURRENT_SHOWN = 10
@@ -174,59 +176,247 @@ def _propose_and_gate(*, account_id: uuid.UUID, claim: ExtractedClaim, scope: An
 
 def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
                     embed: bool = True) -> Outcome:
-    """Extract, propose and gate one message. Idempotent under redelivery.
+    """Extract, propose and gate one message (a batch of one). Idempotent under
+    redelivery. Raises what its extraction or its write raised.
 
-    With embed=False the caller enqueues embedding for `Outcome.kept` itself (a batch
-    embeds in one call)."""
-    account_id = uuid.UUID(str(account_id))
-    extractor = get_extractor()
-    # 1. read
-    with account_context(account_id):
-        msg = Message.objects.select_related("peer").filter(pk=message_id).first()
-        if msg is None or msg.extracted_at is not None:
-            return Outcome()
-        names = known_peer_names(account_id, msg.scope_id)
-        addressee = conversation_addressee(msg)
-        current: tuple[tuple[str, str | None, str], ...] = ()
-        if not isinstance(extractor, RuleBasedExtractor):
-            current = current_statements(msg, names=names, addressee_key=addressee)
-        observed = ObservedMessage(
-            message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
-            speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names,
-            addressee_key=addressee, current=current)
-    # 2. model (no connection held)
-    if not isinstance(extractor, RuleBasedExtractor):
-        _release_connection()
-    from memhouse.metering import metering
-
-    with metering(account_id):  # a direct call (not via a task) is billed too
-        claims, extractor_id = _extract(extractor, observed)
-    # 3. write
-    outcome = Outcome()
-    with account_context(account_id):
-        locked = Message.objects.select_for_update(no_key=True).filter(pk=message_id,
-                                                            extracted_at__isnull=True).first()
-        if locked is None:
-            return outcome  # another delivery got here first
-        peers = {p.key: p for p in Peer.objects.filter(account_id=account_id)}
-        policy = belief_time.policy_for(locked.scope)
-        name_set = frozenset(names)
-        for claim in claims:
-            start, end = claim.evidence_span
-            item = _propose_and_gate(
-                account_id=account_id, claim=claim, scope=locked.scope, peers=peers,
-                policy=policy, proposer=locked.peer, extractor=extractor_id,
-                source={"message": locked, "excerpt": locked.text[start:end][:500]},
-                message_text=locked.text, names=name_set, said_at=locked.occurred_at)
-            outcome.proposed += 1
-            if item is not None and item.state in lifecycle.EMBEDDABLE:
-                outcome.kept.append(str(item.pk))  # type: ignore[union-attr]
-        Message.objects.filter(pk=locked.pk).update(extracted_at=timezone.now())
-        if embed:
-            enqueue_embedding(account_id, outcome.kept or [])
+    With embed=False the caller enqueues embedding for `Outcome.kept` itself."""
+    outcome, failed = process_messages_batch(account_id, [message_id], embed=embed)
+    for error in failed.values():
+        raise error
     return outcome
 
 
+def conversation_addressees(msgs: list[Message]) -> dict[uuid.UUID, str | None]:
+    """conversation_addressee for many messages, with one query for their sessions."""
+    sessions = {m.session_id for m in msgs if m.session_id is not None}
+    said: dict[uuid.UUID, list[tuple[Any, str]]] = {}
+    for session_id, at, key in Message.objects.filter(session_id__in=sessions).values_list(
+            "session_id", "occurred_at", "peer__key"):
+        said.setdefault(session_id, []).append((at, key))
+    out: dict[uuid.UUID, str | None] = {}
+    for msg in msgs:
+        keys = {key for at, key in said.get(msg.session_id, ()) if at <= msg.occurred_at} \
+            if msg.session_id is not None else set()
+        others = keys - {msg.peer.key}
+        out[msg.pk] = others.pop() if len(keys) == 2 and len(others) == 1 else None
+    return out
+
+
+def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], *,
+                           embed: bool = True
+                           ) -> tuple[Outcome, dict[str, BaseException]]:
+    """Extract, propose, gate and place a batch of messages with set-based writes.
+
+    Read -> model -> write, as for one message: one short transaction reads every
+    message and what the extractor needs, the extractor runs per message (no connection
+    held for a model), and one transaction writes the whole batch: one insert of the
+    statements, one of their sources, one lifecycle record for the proposals, then the
+    gates' moves through lifecycle.transition_many (BatchPlacer keeps the decisions the
+    same, in the same order, as one message at a time). The messages are locked and
+    marked extracted in that transaction, so a redelivered batch changes nothing.
+
+    Returns the outcome and the messages whose extraction raised (message id ->
+    error; the caller dead-letters them). An error in the write rolls the batch back
+    and propagates: the caller then retries the messages one at a time, so a poison
+    message is set aside alone.
+    """
+    account_id = uuid.UUID(str(account_id))
+    order = {uuid.UUID(str(mid)): i for i, mid in enumerate(message_ids)}
+    extractor = get_extractor()
+    rule_based = isinstance(extractor, RuleBasedExtractor)
+    # 1. read
+    with account_context(account_id):
+        msgs = sorted(Message.objects.select_related("peer", "scope").filter(
+            pk__in=list(order), extracted_at__isnull=True), key=lambda m: order[m.pk])
+        names = {sid: known_peer_names(account_id, sid) for sid in {m.scope_id for m in msgs}}
+        addressees = conversation_addressees(msgs)
+        observed = [ObservedMessage(
+            message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
+            speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at,
+            known_peers=names[msg.scope_id], addressee_key=addressees[msg.pk],
+            current=() if rule_based else current_statements(
+                msg, names=names[msg.scope_id], addressee_key=addressees[msg.pk]))
+            for msg in msgs]
+    # 2. model (no connection held)
+    if not rule_based:
+        _release_connection()
+    from django.db import OperationalError
+
+    from memhouse.metering import metering
+
+    extracted: dict[uuid.UUID, tuple[list[ExtractedClaim], str]] = {}
+    failed: dict[str, BaseException] = {}
+    with metering(account_id):  # a direct call (not via a task) is billed too
+        for msg, seen in zip(msgs, observed, strict=True):
+            try:
+                extracted[msg.pk] = _extract(extractor, seen)
+            except OperationalError:
+                raise
+            except Exception as exc:  # this message only: the batch goes on
+                failed[str(msg.pk)] = exc
+    # 3. write (the audit entries of the whole batch are appended at its end, under one
+    # hold of the Account's audit lock)
+    outcome = Outcome()
+    with account_context(account_id), audit.deferred(account_id):
+        locked = set(Message.objects.select_for_update(no_key=True).filter(
+            pk__in=list(extracted), extracted_at__isnull=True).values_list("pk", flat=True))
+        work = [msg for msg in msgs if msg.pk in locked]  # others: another delivery did it
+        if not work:
+            return outcome, failed
+        peers = {p.key: p for p in Peer.objects.filter(account_id=account_id)}
+        policies: dict[uuid.UUID, belief_time.Policy] = {}
+        proposals: list[dict[str, Any]] = []
+        plans: list[tuple[ExtractedClaim, Message, str]] = []
+        for msg in work:
+            claims, extractor_id = extracted[msg.pk]
+            if msg.scope_id not in policies:
+                policies[msg.scope_id] = belief_time.policy_for(msg.scope)
+            for claim in claims:
+                outcome.proposed += 1
+                subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
+                if claim.subject_peer_key and subject is None:
+                    continue  # the extractor named a peer that does not exist: never guess
+                stamps = policies[msg.scope_id].stamps(
+                    kind=claim.kind, sensitivity=claim.sensitivity, inserted_at=timezone.now(),
+                    relevant_until=claim.relevant_until, said_at=msg.occurred_at,
+                    statement=claim.statement)
+                start, end = claim.evidence_span
+                excerpt = msg.text[start:end][:500]
+                proposals.append(dict(
+                    statement=claim.statement, scope=msg.scope, subject_peer=subject,
+                    kind=claim.kind,
+                    level=Knowledge.Level.PEER if subject else Knowledge.Level.SCOPE,
+                    confidence=claim.confidence, sensitivity=claim.sensitivity,
+                    relevant_from=claim.relevant_from, relevant_until=claim.relevant_until,
+                    proposed_by=msg.peer, extractor=extractor_id,
+                    sources=[{"message": msg, "excerpt": excerpt}],
+                    revalidate_after=stamps["revalidate_after"],
+                    expires_at=stamps["expires_at"]))
+                plans.append((claim, msg, excerpt))
+        items = knowledge_propose_many(account_id=account_id, proposals=proposals,
+                                       actor=PIPELINE)
+        placer = BatchPlacer(account_id, items)
+        for item, (claim, msg, excerpt) in zip(items, plans, strict=True):
+            kept = placer.place(item, claim=claim, excerpt=excerpt, message_text=msg.text,
+                                names=frozenset(names[msg.scope_id]))
+            if kept is not None and kept.state in lifecycle.EMBEDDABLE:
+                outcome.kept.append(str(kept.pk))  # type: ignore[union-attr]
+        placer.finish()
+        Message.objects.filter(pk__in=locked).update(extracted_at=timezone.now())
+        if embed:
+            enqueue_embedding(account_id, outcome.kept or [])
+    return outcome, failed
+
+
+class BatchPlacer:
+    """Gate A, Gate B and the update rule for a batch of fresh rows, one row after the
+    other in the batch's order, with the decisions _propose_and_gate makes row by row.
+
+    Gate moves are collected and written together by lifecycle.transition_many. They are
+    flushed before anything reads state back from the database (the update rule's
+    candidate query, which then sees every earlier row placed and every later one still
+    proposed, as row by row), and at the end. The duplicate lookup reads an index of the
+    current rows with the batch's texts, loaded once and kept in step: a placed row
+    joins it; a supersession (rare) reloads it.
+    """
+
+    def __init__(self, account_id: uuid.UUID, items: list[Knowledge]) -> None:
+        self.account_id = account_id
+        self.items = items
+        self.pending: list[lifecycle.Change] = []
+        self.reviews: dict[str, list[Knowledge]] = {lifecycle.PROVISIONAL: [],
+                                                     lifecycle.HELD: []}
+        self._norm: dict[uuid.UUID, str] = {}
+        self._index: dict[tuple[Any, Any, str], list[Knowledge]] | None = None
+        self._now = timezone.now()
+
+    def finish(self) -> None:
+        """Write what is pending and open the reviews deferred placements ask for."""
+        from governance.intake.gates import open_gate_b_reviews_for_new
+
+        self.flush()
+        # Opened for the placement, whatever happened to the row since (as row by row).
+        open_gate_b_reviews_for_new(provisional=self.reviews[lifecycle.PROVISIONAL],
+                                    held=self.reviews[lifecycle.HELD], now=self._now)
+        self.reviews = {lifecycle.PROVISIONAL: [], lifecycle.HELD: []}
+
+    def flush(self) -> None:
+        if self.pending:
+            lifecycle.transition_many(self.pending, actor=PIPELINE)
+            self.pending = []
+
+    def _move(self, move: lifecycle.Change) -> None:
+        # Applied to the object now (the next decisions read it), written at the flush.
+        move.item.state, move.item.state_reason = move.to, move.reason
+        move.item.verification = move.verification or move.item.verification
+        for name, value in move.changes.items():
+            setattr(move.item, name, value)
+        self.pending.append(move)
+
+    def _load_index(self) -> dict[tuple[Any, Any, str], list[Knowledge]]:
+        # The key is the database's normalisation (find_duplicate compares with it).
+        self.flush()
+        texts = sorted({normalised(item.statement) for item in self.items})
+        scopes = sorted({item.scope_id for item in self.items})
+        index: dict[tuple[Any, Any, str], list[Knowledge]] = {}
+        for row in (Knowledge.objects.filter(account_id=self.account_id, scope_id__in=scopes,
+                                             state__in=sorted(lifecycle.CURRENT))
+                    .extra(select={"norm": _NORMALISED_SQL},
+                           where=[f"{_NORMALISED_SQL} = ANY(%s)"], params=[texts])
+                    .order_by("inserted_at")):
+            index.setdefault((row.scope_id, row.subject_peer_id, row.norm), []).append(row)
+        if not self._norm:
+            self._norm = dict(Knowledge.objects.filter(pk__in=[i.pk for i in self.items])
+                              .extra(select={"norm": _NORMALISED_SQL})
+                              .values_list("pk", "norm"))
+        return index
+
+    def _duplicate_of(self, item: Knowledge) -> Knowledge | None:
+        if self._index is None:
+            self._index = self._load_index()
+        rows = self._index.get((item.scope_id, item.subject_peer_id, normalised(item.statement)))
+        current = [row for row in rows or () if row.state in lifecycle.CURRENT]
+        return min(current, key=lambda row: row.inserted_at) if current else None
+
+    def _indexed(self, item: Knowledge) -> None:
+        if self._index is not None and item.state in lifecycle.CURRENT:
+            key = (item.scope_id, item.subject_peer_id, self._norm[item.pk])
+            self._index.setdefault(key, []).append(item)
+
+    def place(self, item: Knowledge, *, claim: ExtractedClaim, excerpt: str,
+              message_text: str, names: frozenset[str]) -> Knowledge | None:
+        """One fresh row through Gate A, Gate B and the update rule; returns the row that
+        carries the claim (the original for a duplicate), or None when rejected."""
+        from governance.intake.gates import gate_a_refusal, gate_b_placement
+        from governance.intake.supersession import is_candidate
+
+        refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
+        if refusal is not None:
+            self._move(lifecycle.Change(item, lifecycle.REJECTED, refusal,
+                                        Knowledge.Verification.GATE_REJECT))
+            return None
+        original = self._duplicate_of(item)
+        if original is not None:
+            knowledge_merge_sources(source=item, into=original)
+            self._move(lifecycle.Change(item, lifecycle.REJECTED, "f4_gate_a_duplicate",
+                                        Knowledge.Verification.GATE_REJECT,
+                                        evidence={"duplicate_of": str(original.pk)}))
+            return original
+        self._move(gate_b_placement(item, self_observation=claim.self_observation))
+        if item.state in self.reviews:
+            self.reviews[item.state].append(item)  # opened in finish(), all in one go
+        if item.state in (lifecycle.ACTIVE, lifecycle.PROVISIONAL) and (
+                claim.replaces is not None or is_candidate(item.statement)):
+            if claim.replaces is not None:
+                self.flush()  # a model named the row: read it back as written
+            # The rule reads the pending rows in memory; an update found writes them first.
+            if settle_update(item, actor=PIPELINE, names=names, replaces=claim.replaces,
+                             recent=[move.item for move in self.pending],
+                             before_write=self.flush) in ("superseded_old", "late_arrival"):
+                self._index = None  # a current row left: reload before the next lookup
+                return item
+        self._indexed(item)
+        return item
 
 
 def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> None:

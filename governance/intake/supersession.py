@@ -30,8 +30,10 @@ happen to share a slot word.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from django.db.models import Max
@@ -323,6 +325,14 @@ def same_holder(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
 def slot_values(statement: str, names: frozenset[str] = frozenset()
                 ) -> dict[str, tuple[str, tuple[str, ...] | None]]:
     """slot key -> (value, holder) for the one-value attributes a statement states."""
+    return dict(_slot_values(statement, names))
+
+
+@lru_cache(maxsize=8192)
+def _slot_values(statement: str, names: frozenset[str]
+                 ) -> tuple[tuple[str, tuple[str, tuple[str, ...] | None]], ...]:
+    # Pure and regex-heavy; the update rule reads every candidate's slots for each new
+    # claim, so a conversation's current rows are parsed once, not once per claim.
     body = _ABBREVIATION.sub(r"\1", claim_body(statement))
     found: dict[str, tuple[str, tuple[str, ...] | None]] = {}
     for name, frames in SINGLE_SLOTS.items():
@@ -355,7 +365,7 @@ def slot_values(statement: str, names: frozenset[str] = frozenset()
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
             found.setdefault(key, (_norm(value), _holder(prefix, names)))
             break
-    return found
+    return tuple(found.items())
 
 
 def single_slots(statement: str) -> dict[str, str]:
@@ -643,10 +653,15 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
 
 
 def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
-                replaces: str | None = None) -> Update | None:
+                replaces: str | None = None, recent: Sequence[Knowledge] = ()
+                ) -> Update | None:
     """The current row that `item` (just placed) updates, if any: the one a model-backed
     extractor named (only a current row about the same subject in the same scope), else
-    the closest match of the model-free rule."""
+    the closest match of the model-free rule.
+
+    `recent`: rows placed in memory but not yet written (a batch's pending moves), all
+    newer than any row in the database; those among them that are candidates come first,
+    newest first, as the query would have returned them once written."""
     if replaces is not None:
         named = Knowledge.objects.filter(
             account_id=item.account_id, scope_id=item.scope_id, pk=replaces,
@@ -656,11 +671,18 @@ def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
             return Update(old=named, slot="model", cosine=1.0, cue=True)
     if not is_candidate(item.statement):
         return None  # most claims: no query at all
-    candidates = list(
+    pending = sorted((row for row in recent
+                      if row.pk != item.pk and row.scope_id == item.scope_id
+                      and row.subject_peer_id == item.subject_peer_id
+                      and row.state in CANDIDATE_STATES),
+                     key=lambda row: row.inserted_at, reverse=True)
+    pending_pks = [row.pk for row in pending]
+    candidates = [*pending[:CANDIDATE_LIMIT], *list(
         Knowledge.objects.filter(account_id=item.account_id, scope_id=item.scope_id,
                                  subject_peer_id=item.subject_peer_id,
                                  state__in=CANDIDATE_STATES)
-        .exclude(pk=item.pk).order_by("-inserted_at")[:CANDIDATE_LIMIT])
+        .exclude(pk__in=[item.pk, *pending_pks])
+        .order_by("-inserted_at")[:max(0, CANDIDATE_LIMIT - len(pending))])]
     found = best_update(item.statement, [c.statement for c in candidates], names=names)
     if found is None:
         return None
@@ -701,19 +723,26 @@ def _mark_supersedes(newer: Knowledge, older: Knowledge, *, confidence: float) -
 
 
 def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = frozenset(),
-                  replaces: str | None = None) -> str | None:
+                  replaces: str | None = None, recent: Sequence[Knowledge] = (),
+                  before_write: Callable[[], None] | None = None) -> str | None:
     """Apply the update rule to a freshly placed row. Returns what happened:
     "superseded_old", "late_arrival", "contradiction" or None. Call inside the
-    transaction that placed `item`."""
+    transaction that placed `item`.
+
+    A batch passes its placed-but-unwritten rows as `recent` (see find_update) and a
+    `before_write` that writes them, called once an update is found and before this
+    reads sources or writes anything."""
     from governance.models import Validation
     from knowledge.lifecycle import transition
     from knowledge.models import Relation
 
     if item.state not in (lifecycle.ACTIVE, lifecycle.PROVISIONAL):
         return None  # held rows wait for a curator; rejected ones replace nothing
-    update = find_update(item, names=names, replaces=replaces)
+    update = find_update(item, names=names, replaces=replaces, recent=recent)
     if update is None:
         return None
+    if before_write is not None:
+        before_write()
     old = update.old
     evidence = {"slot": update.slot, "cosine": update.cosine, "cue": update.cue}
     new_at, old_at = said_at(item), said_at(old)

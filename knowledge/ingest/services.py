@@ -112,8 +112,9 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
         raise ApplicationError("duplicate_client_id", "a client message id repeats in the batch")
     existing = {m.client_message_id: m for m in Message.objects.filter(
         account_id=principal.account_id, scope=scope, client_message_id__in=client_ids)}
-    results: list[dict[str, Any]] = []
-    new_ids: list[str] = []
+    # Check every message, then insert the new ones in one statement.
+    results: list[dict[str, Any] | None] = []
+    fresh: list[tuple[int, Message]] = []
     for index, incoming in enumerate(messages):
         speaker = _speaker(principal, incoming.peer_key, peers)
         text = incoming.text.strip()
@@ -137,35 +138,44 @@ def messages_ingest(*, principal: Principal, scope_path: str, messages: list[Inc
             results.append({"id": str(prior.id), "client_message_id": prior.client_message_id,
                             "status": "duplicate"})
             continue
-        try:
-            with transaction.atomic():  # a savepoint: a concurrent twin may win the insert
-                msg = Message.objects.create(
-                    account_id=principal.account_id, peer=speaker, scope=scope,
-                    session=session, client_message_id=incoming.client_message_id,
-                    text=text, occurred_at=incoming.occurred_at,
-                    metadata=incoming.metadata or {})
-        except IntegrityError:
-            twin = Message.objects.filter(account_id=principal.account_id, scope=scope,
-                                          client_message_id=incoming.client_message_id).first()
+        results.append(None)
+        fresh.append((index, Message(
+            account_id=principal.account_id, peer=speaker, scope=scope, session=session,
+            client_message_id=incoming.client_message_id, text=text,
+            occurred_at=incoming.occurred_at, metadata=incoming.metadata or {})))
+    new_ids: list[str] = []
+    if fresh:
+        # A concurrent twin may win an insert (ON CONFLICT DO NOTHING): whatever did not
+        # land is compared with the twin that did.
+        Message.objects.bulk_create([msg for _, msg in fresh], ignore_conflicts=True)
+        landed = set(Message.objects.filter(pk__in=[msg.pk for _, msg in fresh])
+                     .values_list("pk", flat=True))
+        lost = [msg.client_message_id for _, msg in fresh if msg.pk not in landed]
+        twins = {m.client_message_id: m for m in Message.objects.filter(
+            account_id=principal.account_id, scope=scope, client_message_id__in=lost)} \
+            if lost else {}
+        for index, msg in fresh:
+            if msg.pk in landed:
+                new_ids.append(str(msg.pk))
+                results[index] = {"id": str(msg.pk), "client_message_id": msg.client_message_id,
+                                  "status": "created"}
+                continue
+            twin = twins.get(msg.client_message_id)
             if twin is None:
-                raise
-            if twin.text != text or twin.peer_id != speaker.id:
+                raise IntegrityError(f"message {index} was not stored")
+            if twin.text != msg.text or twin.peer_id != msg.peer_id:
                 raise ApplicationError(
                     "client_id_conflict",
-                    f"client message id {incoming.client_message_id!r} was already used "
-                    "for a different message", status_code=409) from None
-            results.append({"id": str(twin.id), "client_message_id": twin.client_message_id,
-                            "status": "duplicate"})
-            continue
-        new_ids.append(str(msg.id))
-        results.append({"id": str(msg.id), "client_message_id": msg.client_message_id,
-                        "status": "created"})
+                    f"client message id {msg.client_message_id!r} was already used "
+                    "for a different message", status_code=409)
+            results[index] = {"id": str(twin.id), "client_message_id": twin.client_message_id,
+                              "status": "duplicate"}
     if new_ids:
         audit.append(account_id=principal.account_id, event_type="messages.ingested",
                      actor=_actor(principal), target_type="scope", target_id=str(scope.id),
                      payload={"count": len(new_ids)})
         _enqueue_on_commit(intake_task("messages"), str(principal.account_id), new_ids)
-    return results
+    return [r for r in results if r is not None]
 
 
 def _actor(principal: Principal) -> str:
