@@ -107,6 +107,21 @@ def conversation_addressee(msg: Message) -> str | None:
     return others.pop() if len(keys) == 2 and len(others) == 1 else None
 
 
+#: Earlier turns of the session the extractor sees, for "she", "there", "that name".
+RECENT_TURNS = 2
+
+
+def recent_turns(msg: Message) -> tuple[tuple[str, str], ...]:
+    """The session's RECENT_TURNS messages before this one as (speaker key, text), oldest
+    first; none outside a session."""
+    if msg.session_id is None:
+        return ()
+    rows = list(Message.objects.filter(session_id=msg.session_id, occurred_at__lte=msg.occurred_at)
+                .exclude(pk=msg.pk).order_by("-occurred_at", "-id")
+                .values_list("peer__key", "text")[:RECENT_TURNS])
+    return tuple(reversed(rows))
+
+
 CURRENT_SHOWN = 10
 CURRENT_POOL = 60
 
@@ -194,7 +209,7 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
         observed = ObservedMessage(
             message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
             speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at, known_peers=names,
-            addressee_key=addressee, current=current)
+            addressee_key=addressee, current=current, recent_turns=recent_turns(msg))
     # 2. model (no connection held)
     if not isinstance(extractor, RuleBasedExtractor):
         _release_connection()

@@ -154,6 +154,7 @@ from knowledge.ingest.lexicon import (
     _tidy,
     _wordset,
 )
+from knowledge.ingest.referents import Referents, find_referents, resolve_referents
 from knowledge.ingest.sensitivity import (
     classify_sensitivity,
 )
@@ -414,7 +415,8 @@ _ELLIPTICAL = {
     "bought": "I", "made": "I", "took": "I", "visited": "I", "tried": "I", "saw": "I",
     "met": "I", "joined": "I", "learned": "I", "learnt": "I", "picked": "I", "adopted": "I",
     "enjoying": "I'm", "enjoyed": "I", "currently": "I'm", "recently": "I", "totally": "I",
-    "really": "I", "actually": "I", "also": "I",
+    "really": "I", "actually": "I", "also": "I", "can't": "I", "cannot": "I", "never": "I",
+    "didn't": "I", "haven't": "I",
 }
 
 
@@ -1143,11 +1145,14 @@ def _claim(message: ObservedMessage, statement: str, subject_key: str | None, ki
     return claim
 
 
+_NO_REFERENTS = Referents()
+
+
 class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
     name = "rule-based"
-    version = "rule-v3"
+    version = "rule-v4"
 
     def extract(self, message: ObservedMessage) -> list[ExtractedClaim]:
         text = message.text.translate(_QUOTE_MAP)
@@ -1161,8 +1166,17 @@ class RuleBasedExtractor:
         # extractor cannot name (not among known_peers) is no addressee.
         context = ([message.addressee_key] if message.addressee_key
                    and message.addressee_key in message.known_peers.values() else [])
+        units = [(key, turn.translate(_QUOTE_MAP)) for key, turn in message.recent_turns]
+        excluded = frozenset({message.speaker_key, *context})
+
+        def named(unit: str) -> list[tuple[str, str]]:
+            return [(key, m.group()) for m in peers.find_all(unit)
+                    if (key := peers.key_for(m.group()) or "")]
+
         for s_start, s_end in _sentences(text):
             sentence = text[s_start:s_end]
+            refs = find_referents(units, named, message.speaker_key, excluded)
+            units.append((message.speaker_key, sentence))
             vocatives = _vocatives(sentence, peers)
             addressees = [k for k in vocatives or previous_vocatives or context
                           if k != message.speaker_key]
@@ -1173,7 +1187,7 @@ class RuleBasedExtractor:
             frame: ExtractedClaim | None = None
             for c_start, c_end in _clauses(text, s_start, s_end, peers):
                 claim = self._clause(message, text, c_start, c_end, peers, local, addressees,
-                                     antecedent)
+                                     antecedent, refs)
                 if claim is not None:
                     if (frame is not None and claim.kind == "event"
                             and claim.relevant_from is None and claim.relevant_until is None):
@@ -1199,6 +1213,7 @@ class RuleBasedExtractor:
         local: datetime,
         addressees: list[str],
         antecedent: str | None = None,
+        refs: Referents = _NO_REFERENTS,
     ) -> ExtractedClaim | None:
         start, end = _strip_span(text, start, end)
         if start >= end:
@@ -1236,6 +1251,7 @@ class RuleBasedExtractor:
         work = _tidy(work)
         if not work or _DROP_START.match(work):
             return None
+        work = resolve_referents(work, refs)
 
         subject = _classify_subject(work, peers)
         if subject is not None and subject.mode == "listener" and (
