@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from governance import belief_time
@@ -113,11 +114,14 @@ RECENT_TURNS = 2
 
 def recent_turns(msg: Message) -> tuple[tuple[str, str], ...]:
     """The session's RECENT_TURNS messages before this one as (speaker key, text), oldest
-    first; none outside a session."""
+    first; none outside a session. Turns of one batch often share occurred_at, so arrival
+    (inserted_at) orders them."""
     if msg.session_id is None:
         return ()
-    rows = list(Message.objects.filter(session_id=msg.session_id, occurred_at__lte=msg.occurred_at)
-                .exclude(pk=msg.pk).order_by("-occurred_at", "-id")
+    earlier = Q(occurred_at__lt=msg.occurred_at) | Q(occurred_at=msg.occurred_at,
+                                                     inserted_at__lt=msg.inserted_at)
+    rows = list(Message.objects.filter(earlier, session_id=msg.session_id)
+                .order_by("-occurred_at", "-inserted_at")
                 .values_list("peer__key", "text")[:RECENT_TURNS])
     return tuple(reversed(rows))
 

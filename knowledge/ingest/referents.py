@@ -34,7 +34,8 @@ _PERSON_NOUN = re.compile(
     re.I,
 )
 _NAMED = re.compile(
-    r"\b(?:named|called|(?:(?:his|her|its|their|the)\s+)?name\s+is|name's)\s+"
+    r"\b(?:(?:named|called)(?:\s+(?:the|a|an|my|our|his|her|their|its)\s+[a-z]+)?"
+    r"|(?:(?:his|her|its|their|the)\s+)?name\s+is|name's)\s+"
     r"(?P<name>[A-Z][\w'\u2019-]*)"
 )
 _LONE_NAME = re.compile(r"\s*(?P<name>[A-Z][a-z][\w'\u2019-]*)\s*[.!]*\s*")
