@@ -332,9 +332,27 @@ _DROP_ANY = re.compile(
     r"|\bappreciate(?:s|d)?\s+(?:your|you|it|that|this|all\s+(?:your|the|of))\b"
     # a passing mood with nothing it is about: "I'm feeling hopeful and optimistic"
     r"|^I(?:'m|\s+am)\s+(?:\w+ly\s+|so\s+|just\s+)*feeling\s+\w+(?:\s*,?\s*(?:and|but)\s+\w+)?\W*$"
-    r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b",
+    r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b"
+    # agreement and thanks in other words: "Doing research first makes sense", "Your
+    # support means so much"
+    r"|\b(?:makes?|made)\s+(?:(?:total|perfect|a\s+lot\s+of|so\s+much)\s+)?sense\b"
+    r"|^(?:your\s+[\w'-]+(?:\s+[\w'-]+)?|it|that|this)\s+(?:really\s+|truly\s+)?means?\s+"
+    r"(?:so\s+much|a\s+lot|the\s+world|everything)\b",
     re.I,
 )
+# Cheering the listener on: "Even small steps will make a difference", "it'll be worth
+# it": said to encourage, not to report what is the case.
+_ENCOURAGEMENT = re.compile(
+    r"\b(?:will|'ll|can|could|would)\s+(?:\w+ly\s+)?make\s+(?:a|all\s+the)\s+difference\b"
+    r"|\b(?:will|'ll)\s+(?:\w+ly\s+)?be\s+(?:so\s+|totally\s+)?worth\s+it\b"
+    r"|\bgot\s+this\b|\b(?:never|don't)\s+give\s+up\b",
+    re.I,
+)
+# A verbless reply that only places something in time or space ("Sure, after lunch"):
+# without the question it answers it says nothing.
+_BARE_PREPOSITIONAL = re.compile(
+    r"^(?:after|before|around|about|at|by|in|on|from|until|till|near|since)\s+[^,;]{0,40}$",
+    re.I)
 _QUESTION_START = re.compile(
     r"^(?:(?:what|how|why|where|who|which|whose|when)(?:'s|'re|'d)?\s+(?:is|are|was|were|do"
     r"|does|did|have|has|can|could|would|will|should|about|kind|kinda|made|makes|happened)\b"
@@ -924,7 +942,9 @@ def _classify_subject(text: str, peers: _Peers) -> _Subject | None:
         ):
             return None
         return _Subject("implied", speaker, _ELLIPTICAL[low])
-    if low in _VERB_BASES and low not in _PREFERENCE_VERBS:
+    # "Dance is my passion", "Cooking makes me happy": a noun subject, not an imperative
+    noun_subject = len(toks) > 1 and toks[1].lower() in _SUBJECT_VERBS
+    if low in _VERB_BASES and low not in _PREFERENCE_VERBS and not noun_subject:
         return None  # an imperative
     if low in _PREPOSITIONS and "," in text:
         rest = text.split(",", 1)[1].strip()
@@ -1146,6 +1166,12 @@ def _claim(message: ObservedMessage, statement: str, subject_key: str | None, ki
 
 
 _NO_REFERENTS = Referents()
+_MY_SPOUSE = re.compile(
+    r"(?<!ex-)(?<!ex )\b(?:my|My)\s+(?!(?:ex|late|former|future|first|second)\b)"
+    r"(?:wife|husband|spouse)\b")
+_MARRIED = re.compile(r"\b(?:married|divorced|widow(?:ed|er)?)\b", re.I)
+# A verb that shows the word before it is a subject: "Dance is...", "Cooking makes..."
+_SUBJECT_VERBS = _wordset("is was has makes made keeps kept helps helped means gives gave")
 
 
 class RuleBasedExtractor:
@@ -1201,6 +1227,14 @@ class RuleBasedExtractor:
                     claims.append(claim)
                 changed = _CHANGED_THING.match(text[c_start:c_end])
                 antecedent = changed.group("thing") if changed else None
+        spouse = next((m for m in _MY_SPOUSE.finditer(text) if not any(
+            a <= m.start() < b and _is_question(text[a:b]) for a, b in _sentences(text))), None)
+        if spouse is not None and not any(_MARRIED.search(c.statement) for c in claims):
+            # "My wife is vegan": whoever speaks of their wife or husband is married, a
+            # relation worth its own claim however the sentence goes on
+            claims.append(_claim(message, f"{speaker_name} is married.", message.speaker_key,
+                                 "relation", _BASE_CONFIDENCE["implied"], spouse.group(),
+                                 None, None, spouse.span()))
         return claims
 
     def _clause(
@@ -1330,13 +1364,14 @@ class RuleBasedExtractor:
         if not toks:
             return None
         low = toks[0].lower()
-        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES):
+        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES) and not (
+                len(toks) > 1 and toks[1].lower() in _SUBJECT_VERBS):
             # advice or a request ("Make sure you watch other videos first", "Keep going"):
             # what the speaker wants, not what is true of anyone
             return None
         if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
             return None  # about the listener, who is not named here
-        if _EVALUATION.match(work) or _HYPOTHETICAL.match(work):
+        if _EVALUATION.match(work) or _HYPOTHETICAL.match(work) or _ENCOURAGEMENT.search(work):
             return None  # "That work setup looks nice", "It would be awesome to go"
         head, comma, tail = work.partition(",")
         imperative = re.match(r"\s*(?:please\s+)?([A-Za-z]+)\s", tail)
@@ -1368,6 +1403,8 @@ class RuleBasedExtractor:
                                    or low.endswith("ing")):
             body = body[0].lower() + body[1:]
         verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
+        if verbless and _BARE_PREPOSITIONAL.match(work):
+            return None
         joiner = " said: " if verbless else " said "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
