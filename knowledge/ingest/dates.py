@@ -106,7 +106,11 @@ _VALUE_DATE_CONTEXT = re.compile(
     r"|extended|brought\s+forward|changed|switched|bumped|scheduled|set|booked|due)\b"
     r"(?:\W+\w+){0,4}?\W+(?:to|for|until|till|on)\s*"
     r"|\b(?:leaves|departs|lands|arrives|starts|begins|ends|opens|closes|launches|ships"
-    r"|goes\s+live)\s+(?:on\s+|at\s+)?)$",
+    r"|goes\s+live)\s+(?:on\s+|at\s+)?"
+    # "the meetup takes place on Friday", "the album comes out on May 5", "is held on"
+    r"|\b(?:happens|happen|takes\s+place|take\s+place|falls|fall|comes\s+out|come\s+out"
+    r"|premieres|releases|(?:is|are|will\s+be)\s+held|kicks\s+off|wraps\s+up)\s+"
+    r"(?:(?:on|at|in)\s*)?)$",
     re.I,
 )
 _ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.I)
