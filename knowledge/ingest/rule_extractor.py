@@ -1166,6 +1166,11 @@ def _claim(message: ObservedMessage, statement: str, subject_key: str | None, ki
 
 
 _NO_REFERENTS = Referents()
+_SO_TAIL = re.compile(r",\s*so\s+(?P<tail>[^,;]+?)\W*$", re.I)
+# "no more night runs", "lots of reading": a noun phrase even when a noun looks like a verb
+_NOUN_PHRASE_START = re.compile(
+    r"(?:no\s+more|no|lots\s+of|plenty\s+of|a\s+lot\s+of|more|less|fewer)\s+(?!\w+ly\b)\w+"
+    r"(?!\s+(?:is|are|was|were|will|can|has|have)\b)", re.I)
 _MY_SPOUSE = re.compile(
     r"(?<!ex-)(?<!ex )\b(?:my|My)\s+(?!(?:ex|late|former|future|first|second)\b)"
     r"(?:wife|husband|spouse)\b")
@@ -1286,6 +1291,12 @@ class RuleBasedExtractor:
         if not work or _DROP_START.match(work):
             return None
         work = resolve_referents(work, refs)
+        so_tail = _SO_TAIL.search(work)
+        if so_tail is not None and (_NOUN_PHRASE_START.match(so_tail.group("tail"))
+                                    or not _has_finite_clause(so_tail.group("tail"))):
+            # "I've been diagnosed with asthma, so no more night runs for me": the verbless
+            # remark after "so" is an aside; the claim is the clause before it
+            work = work[:so_tail.start()].rstrip()
 
         subject = _classify_subject(work, peers)
         if subject is not None and subject.mode == "listener" and (

@@ -60,3 +60,11 @@ def test_speaking_of_a_wife_or_husband_says_one_is_married():
 def test_a_schedule_verb_keeps_its_date_in_the_statement(text, kept):
     [(_, statement)] = extract(text)
     assert kept in statement
+
+
+def test_a_verbless_aside_after_so_is_not_part_of_the_claim():
+    assert extract("I've been diagnosed with asthma, so no more night runs for me.") == [
+        ("jon", "Jon has been diagnosed with asthma.")]
+    # a clause after "so" with its own subject and verb is a claim of its own
+    assert extract("I moved to Berlin, so I'm learning German.") == [
+        ("jon", "Jon moved to Berlin."), ("jon", "Jon is learning German.")]
