@@ -1,5 +1,5 @@
-"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v3``; v2 added step 9,
-v3 step 10).
+"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v4``; v2 added step 9,
+v3 step 10, v4 step 12).
 
 The extractor is deterministic, uses only ``re`` and ``str``, and handles several thousand
 turns per second. Per turn it:
@@ -51,12 +51,13 @@ turns per second. Per turn it:
    (future), the past week/month/year (trailing window up to the end of the message day),
    over the weekend (Monday-Wednesday: the one just past, else the coming one). A possessive
    date is replaced by "the" ("during last week's game" -> "during the game", with last week
-   as valid time). Vague expressions (recently, lately, the other day, a while ago) are
-   removed and give no window. ``since X``/``from X`` keep only the start, ``until X``/``by
-   X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May 2022", "May 3rd",
-   "2022-05-03", "early June") are resolved the same way; a month or day without a year is
-   the latest one not after the message, or the next one not before it when the clause
-   speaks about the future.
+   as valid time); a possessive day follows its noun ("tomorrow's grand opening" -> "the
+   grand opening on 20 June 2023"). Vague expressions (recently, lately, the other day, a
+   while ago) are removed and give no window. ``since X``/``from X`` keep only the start,
+   ``until X``/``by X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May
+   2022", "May 3rd", "2022-05-03", "early June") are resolved the same way; a month or
+   day without a year is the latest one not after the message, or the next one not
+   before it when the clause speaks about the future.
 
    **Frame or claim rule**: a date is *part of the claim* when it directly follows a
    copula ("is/was/'s [on|in] DATE": "My birthday is on 3 May") or follows within three
@@ -108,6 +109,17 @@ turns per second. Per turn it:
    contents", "Thank you for reading") gives none. Bare weekdays and days of the month
    ("on Saturday", "until the 5th") point back in a past-tense clause and ahead
    otherwise; "from X to Y" is one window.
+12. **Referents from the recent turns** (``knowledge.ingest.referents``): with
+   ``ObservedMessage.recent_turns`` (the pipeline passes the session's two previous
+   messages) and the message's earlier sentences, a subject "he/she" is the one third-party
+   peer the nearest turn naming a person names ("Mei got promoted!" - "she carried the
+   migration" -> "Mei carried the migration"), "there" the one place it names ("I lived
+   there" -> "in Lisbon"), "here"/"this place" only a place the speaker named, "that name"
+   the name just given. A person noun beside the peer ("her mom", "the cat"), two
+   candidates or no recent turns leave the words as said (step 9), never a guess. Also
+   v4: agreement, thanks and encouragement in other words ("makes sense", "your support
+   means so much", "will make a difference") give no claim; speaking of "my wife/husband"
+   adds "Name is married."; a verbless aside after ", so" is cut.
 """
 
 from __future__ import annotations
