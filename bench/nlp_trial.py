@@ -105,7 +105,8 @@ def main() -> None:
     texts = [text for _, text in turns]
     extractor = RuleBasedExtractor()
     out: dict[str, Any] = {"messages": len(texts), "libraries": {}}
-    nlp = search_dates = None
+    nlp: Any = None
+    search_dates: Any = None
     try:
         import spacy
 
@@ -118,8 +119,9 @@ def main() -> None:
         out["libraries"]["spacy"] = {"skipped": f"{type(exc).__name__}: {exc}"[:300]}
     try:
         import dateparser
-        from dateparser.search import search_dates
+        import dateparser.search
 
+        search_dates = dateparser.search.search_dates
         out["libraries"]["dateparser"] = {"version": dateparser.__version__}
     except Exception as exc:  # any failure to load is the finding
         out["libraries"]["dateparser"] = {"skipped": f"{type(exc).__name__}: {exc}"[:300]}
