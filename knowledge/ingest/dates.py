@@ -673,10 +673,14 @@ def _remove_dates(text: str, hits: list[_DateHit]) -> str:
 
 
 # The noun phrase after a possessive date: up to three words, not a preposition or verb.
+_STOP = (r"for|to|in|at|on|with|and|but|or|is|was|are|were|will|be|has|had|have|that|which"
+         r"|who")
+# "tomorrow's going to be...", "today's the day": 's is "is", no possessive
+_NOT_NOUN = r"going|gonna|been|being|not|so|really|just|a|an|the|my|your|our|gotta"
 _POSSESSED_NOUN = re.compile(
-    r"(?:\s+(?!(?:for|to|in|at|on|with|and|but|or|is|was|are|were|will|be|has|had|have"
-    r"|that|which|who)\b)[A-Za-z][\w-]*){1,3}?(?=\s*(?:[^\w\s]|$|\s(?:for|to|in|at|on|with|and"
-    r"|but|or|is|was|are|were|will|be|has|had|have|that|which|who)\b))",
+    rf"\s+(?!(?:{_STOP}|{_NOT_NOUN})\b)[A-Za-z][\w-]*"
+    rf"(?:\s+(?!(?:{_STOP})\b)[A-Za-z][\w-]*){{0,2}}?"
+    rf"(?=\s*(?:[^\w\s]|$|\s(?:{_STOP})\b))",
     re.I,
 )
 

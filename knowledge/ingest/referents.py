@@ -1,4 +1,4 @@
-"""Referents of "he/she", "here/there", "this place" and "that name" from the turns just
+"""Referents of "he/she", "there", "this place" and "that name" from the turns just
 before a clause (model-free; used by the rule extractor).
 
 A chat turn leans on what was said just before it: "Mei got promoted!" - "Well deserved,
@@ -39,8 +39,12 @@ _NAMED = re.compile(
     r"(?P<name>[A-Z][\w'\u2019-]*)"
 )
 _LONE_NAME = re.compile(r"\s*(?P<name>[A-Z][a-z][\w'\u2019-]*)\s*[.!]*\s*")
+# "to" names a place only after a verb of going ("moved to Lisbon"), not "said bye to Max"
 _PLACE = re.compile(
-    r"\b(?:in|to|at|from|near|visit(?:ed|ing|s)?|around)\s+"
+    r"(?:\b(?:in|at|from|near|visit(?:ed|ing|s)?|around)|\b(?:go|goes|going|went|move|moves"
+    r"|moving|moved|fly|flies|flying|flew|travel(?:l?ed|l?ing|s)?|trip|drive|drove|driving"
+    r"|back|head(?:ed|ing|s)?|return(?:ed|ing|s)?|relocat(?:e|ed|ing)|come|came|coming)"
+    r"\s+to)\s+"
     r"(?P<place>[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*){0,2})"
 )
 _NOT_PLACE = _wordset(
@@ -57,7 +61,7 @@ _THERE = re.compile(
 _MOTION_BEFORE = re.compile(
     r"\b(?:go|goes|going|went|gone|come|comes|coming|came|move|moves|moving|moved|get|gets"
     r"|got|getting|fly|flying|flew|travel(?:l?ed|l?ing|s)?|drive|driving|drove|head(?:ed|ing)?"
-    r"|back|been|return(?:ed|ing)?)\s+(?:\w+ly\s+)?$",
+    r"|back|been|trip|return(?:ed|ing)?)\s+(?:\w+ly\s+)?$",
     re.I,
 )
 _THIS_PLACE = re.compile(r"\b(?:this|that)\s+(?:place|city|town)\b", re.I)
@@ -70,7 +74,8 @@ _LEADING_PRONOUN = re.compile(
 class Referents:
     person: tuple[str, str] | None = None  # (peer key, name as the turn wrote it)
     place: str | None = None
-    # "here" and "this place" are where the speaker is: only a place the speaker named
+    # "this place" is where the speaker is: only a place the speaker named ("here" is left
+    # alone: "he's not here anymore" is often no place at all)
     own_place: bool = False
     name: str | None = None
 
@@ -133,8 +138,8 @@ def resolve_referents(clause: str, refs: Referents) -> str:
             clause = _THIS_PLACE.sub(place, clause, count=1)
 
         def _place(match: re.Match[str]) -> str:
-            if match.group("word").lower() == "here" and not refs.own_place:
-                return match.group()
+            if match.group("word").lower() == "here":
+                return match.group()  # "he's not here anymore": often no place at all
             before = clause[:match.start()]
             return ("to " if _MOTION_BEFORE.search(before) else "in ") + place
 

@@ -114,8 +114,9 @@ turns per second. Per turn it:
    messages) and the message's earlier sentences, a subject "he/she" is the one third-party
    peer the nearest turn naming a person names ("Mei got promoted!" - "she carried the
    migration" -> "Mei carried the migration"), "there" the one place it names ("I lived
-   there" -> "in Lisbon"), "here"/"this place" only a place the speaker named, "that name"
-   the name just given. A person noun beside the peer ("her mom", "the cat"), two
+   there" -> "in Lisbon"), "this place" only a place the speaker named, "that name" the
+   name just given; never a participant (speaker, listener, the previous speakers, anyone
+   addressed by name). A person noun beside the peer ("her mom", "the cat"), two
    candidates or no recent turns leave the words as said (step 9), never a guess. Also
    v4: agreement, thanks and encouragement in other words ("makes sense", "your support
    means so much", "will make a difference") give no claim; speaking of "my wife/husband"
@@ -355,9 +356,9 @@ _DROP_ANY = re.compile(
 # Cheering the listener on: "Even small steps will make a difference", "it'll be worth
 # it": said to encourage, not to report what is the case.
 _ENCOURAGEMENT = re.compile(
-    r"\b(?:will|'ll|can|could|would)\s+(?:\w+ly\s+)?make\s+(?:a|all\s+the)\s+difference\b"
+    r"\b(?:will|'ll)\s+(?:\w+ly\s+)?make\s+(?:a|all\s+the)\s+difference\b"
     r"|\b(?:will|'ll)\s+(?:\w+ly\s+)?be\s+(?:so\s+|totally\s+)?worth\s+it\b"
-    r"|\bgot\s+this\b|\b(?:never|don't)\s+give\s+up\b",
+    r"|\b(?:you|you've|you\s+have)\s+got\s+this\b|\b(?:never|don't)\s+give\s+up\b",
     re.I,
 )
 # A verbless reply that only places something in time or space ("Sure, after lunch"):
@@ -1210,7 +1211,13 @@ class RuleBasedExtractor:
         context = ([message.addressee_key] if message.addressee_key
                    and message.addressee_key in message.known_peers.values() else [])
         units = [(key, turn.translate(_QUOTE_MAP)) for key, turn in message.recent_turns]
-        excluded = frozenset({message.speaker_key, *context})
+        # "he/she" is never someone taking part: the speaker, the listener, whoever spoke
+        # just before, anyone addressed by name ("Hey Maria, ... he was part of our family")
+        participants = {message.speaker_key, *context, *(key for key, _ in units)}
+        for unit in (*(turn for _, turn in units), text):
+            for a, b in _sentences(unit):
+                participants.update(_vocatives(unit[a:b], peers))
+        excluded = frozenset(participants)
 
         def named(unit: str) -> list[tuple[str, str]]:
             return [(key, m.group()) for m in peers.find_all(unit)

@@ -144,3 +144,22 @@ def test_ingest_resolves_she_from_the_sessions_previous_message(live_server,
         # same occurred_at: arrival orders them, and a turn never sees the one after it
         assert recent_turns(by_id["t2"]) == (("ben", "Mei got promoted to staff engineer!"),)
         assert recent_turns(by_id["t1"]) == ()
+
+
+def test_someone_addressed_by_name_or_taking_part_is_never_he_or_she():
+    # the first turn of a session: no listener known yet, but "Hey Mei" addresses her
+    claims = extract("Hey Mei! He was such an important part of our family.", addressee=None)
+    assert all(subject == "ana" for subject, _ in statements(claims))
+    # whoever spoke just before is the listener, not "she"
+    claims = extract("She carried the migration.", (("mei", "I got promoted!"),),
+                     addressee=None)
+    assert statements(claims) == [("ana", "Ana said she carried the migration.")]
+
+
+def test_to_names_a_place_only_after_a_verb_of_going():
+    claims = extract("It's hard to think he's not there anymore.",
+                     (("ben", "We said goodbye to Max last week."),))
+    assert all("Max" not in s for _, s in statements(claims))
+    assert statements(extract("I'm planning a trip there.",
+                              (("ben", "We moved to Portland."),))) == [
+        ("ana", "Ana is planning a trip to Portland.")]

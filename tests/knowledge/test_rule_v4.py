@@ -68,3 +68,13 @@ def test_a_verbless_aside_after_so_is_not_part_of_the_claim():
     # a clause after "so" with its own subject and verb is a claim of its own
     assert extract("I moved to Berlin, so I'm learning German.") == [
         ("jon", "Jon moved to Berlin."), ("jon", "Jon is learning German.")]
+
+
+def test_an_opinion_that_something_can_make_a_difference_is_kept():
+    assert extract("Blogging can really make a difference.") == [
+        ("jon", "Jon said blogging can really make a difference.")]
+
+
+def test_tomorrows_going_to_is_no_possessive():
+    [(_, statement)] = extract("I think tomorrow's going to be a blast at the studio.")
+    assert "on 5 March" not in statement
