@@ -43,8 +43,8 @@ _LONE_NAME = re.compile(r"\s*(?P<name>[A-Z][a-z][\w'\u2019-]*)\s*[.!]*\s*")
 _PLACE = re.compile(
     r"(?:\b(?:in|at|from|near|visit(?:ed|ing|s)?|around)|\b(?:go|goes|going|went|move|moves"
     r"|moving|moved|fly|flies|flying|flew|travel(?:l?ed|l?ing|s)?|trip|drive|drove|driving"
-    r"|back|head(?:ed|ing|s)?|return(?:ed|ing|s)?|relocat(?:e|ed|ing)|come|came|coming)"
-    r"\s+to)\s+"
+    r"|back|head(?:ed|ing|s)?|return(?:ed|ing|s)?|relocat(?:e|ed|ing)|come|came|coming|been"
+    r"|gone|get|got|getting|trips|vacation|holiday)\s+to)\s+"
     r"(?P<place>[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*){0,2})"
 )
 _NOT_PLACE = _wordset(

@@ -163,3 +163,9 @@ def test_to_names_a_place_only_after_a_verb_of_going():
     assert statements(extract("I'm planning a trip there.",
                               (("ben", "We moved to Portland."),))) == [
         ("ana", "Ana is planning a trip to Portland.")]
+
+
+def test_been_to_names_a_place():
+    assert statements(extract("I had a blast there last month.",
+                              (("ben", "Have you been to Italy?"),), speaker="ana")) == [
+        ("ana", "Ana had a blast in Italy.")]
