@@ -10,12 +10,13 @@ build (`governance.intake.pipeline.process_message`): the speaker's key and disp
 name, `occurred_at`, the known peers of the turn's group (display names and aliases,
 lower-cased, as `known_peer_names` gives them) and the addressee as
 `conversation_addressee` finds it: the other speaker when the turn and the earlier turns
-given with it come from exactly two peers. `ObservedMessage` has no field for earlier
-turns, so the context turns reach the extractor only through the addressee (that is
-all ingest gives it today). Document turns go through `document_claims`, the sentence
-path ingest uses for every document whatever extractor is configured. The LLM extractor
-runs only when a provider is configured (`MEMHOUSE_LLM_BASE_URL`); a failing call falls
-back to the rules as ingest does, and is counted.
+given with it come from exactly two peers, and the context turns themselves as
+`recent_turns` (ingest passes the session's previous messages the same way,
+`governance.intake.pipeline.recent_turns`). Document turns go through
+`document_claims`, the sentence path ingest uses for every document whatever extractor
+is configured. The LLM extractor runs only when a provider is configured
+(`MEMHOUSE_LLM_BASE_URL`); a failing call falls back to the rules as ingest does, and is
+counted.
 
 Matching (per turn): a predicted claim matches a gold claim when its subject is the gold
 subject (or one of the gold claim's `alt_subjects`) and the cosine of the two statements
@@ -488,7 +489,8 @@ def observed_message(data: dict[str, Any], turn: dict[str, Any]) -> Any:
     return ObservedMessage(
         message_id=MESSAGE_ID, text=turn["text"], speaker_key=speaker["key"],
         speaker_name=speaker["name"], occurred_at=_aware(turn["occurred_at"]),
-        known_peers=known_peers(data, turn["group"]), addressee_key=addressee(turn))
+        known_peers=known_peers(data, turn["group"]), addressee_key=addressee(turn),
+        recent_turns=tuple((c["speaker"], c["text"]) for c in turn.get("context", [])))
 
 
 def _as_dict(claim: Any) -> dict[str, Any]:

@@ -1181,6 +1181,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse-db", action="store_true",
                     help="measure an existing bench_<db-name> from a --keep-db run as it is "
                          "(scale: rows already loaded to a size are not reloaded)")
+    ap.add_argument("--profiles", default=",".join(PROFILES),
+                    help="comma-separated profiles to search (default balanced,thorough)")
     ap.add_argument("--db-name", default="retrieval")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--replot", metavar="JSON", default=None,
@@ -1216,7 +1218,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": {},
         "config": {
             "database": dbname, "kept_database": args.keep_db,
-            "limit": 20, "ks": list(KS), "profiles": list(PROFILES),
+            "limit": 20, "ks": list(KS), "profiles": args.profiles.split(","),
             "reader": "memhouse.principal.internal_reader (posture internal)",
             "embedder": get_embedder().identity.key,
             "query_prefix": settings.MEMHOUSE_EMBEDDING_QUERY_PREFIX,
@@ -1262,8 +1264,9 @@ def main(argv: list[str] | None = None) -> int:
         payload["governed_ceiling"] = searchable_coverage(account_id, convs, qs)
         write()
         captured: dict[str, list[Captured]] | None = {} if args.cv else None
-        governed = run_profiles(account_id, convs, qs, prov, PROFILES, captured)
-        for p in PROFILES:
+        profiles = tuple(args.profiles.split(","))
+        governed = run_profiles(account_id, convs, qs, prov, profiles, captured)
+        for p in profiles:
             payload["systems"][p] = governed[p]
             payload["latency_ms"][p] = governed[p]["latency_ms"]
         write()

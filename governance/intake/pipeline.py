@@ -108,6 +108,46 @@ def conversation_addressee(msg: Message) -> str | None:
     return conversation_addressees([msg])[msg.pk]
 
 
+#: Earlier turns of the session the extractor sees, for "she", "there", "that name".
+RECENT_TURNS = 2
+
+
+def recent_turns(msg: Message) -> tuple[tuple[str, str], ...]:
+    """The session's RECENT_TURNS messages before this one as (speaker key, text), oldest
+    first; none outside a session. Turns of one batch often share occurred_at, so arrival
+    (inserted_at) orders them."""
+    return recent_turns_many([msg])[msg.pk]
+
+
+def recent_turns_many(msgs: list[Message]) -> dict[uuid.UUID, tuple[tuple[str, str], ...]]:
+    """recent_turns for a batch in one query (a LATERAL look-back per message), so the
+    batch path keeps its constant number of queries per message."""
+    out: dict[uuid.UUID, tuple[tuple[str, str], ...]] = {m.pk: () for m in msgs}
+    ids = [m.pk for m in msgs if m.session_id is not None]
+    if not ids:
+        return out
+    table, peers = Message._meta.db_table, Peer._meta.db_table
+    rows: dict[uuid.UUID, list[tuple[str, str]]] = {}
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""SELECT m.id, prev.key, prev.text
+                  FROM {table} m
+                  CROSS JOIN LATERAL (
+                      SELECT p.key, e.text, e.occurred_at, e.inserted_at
+                        FROM {table} e JOIN {peers} p ON p.id = e.peer_id
+                       WHERE e.session_id = m.session_id
+                         AND (e.occurred_at, e.inserted_at) < (m.occurred_at, m.inserted_at)
+                       ORDER BY e.occurred_at DESC, e.inserted_at DESC
+                       LIMIT %s) prev
+                 WHERE m.id = ANY(%s)
+                 ORDER BY m.id, prev.occurred_at, prev.inserted_at""",
+            [RECENT_TURNS, ids])
+        for mid, key, text in cur.fetchall():
+            rows.setdefault(mid, []).append((key, text))
+    out.update({mid: tuple(turns) for mid, turns in rows.items()})
+    return out
+
+
 CURRENT_SHOWN = 10
 CURRENT_POOL = 60
 
@@ -230,10 +270,12 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
             pk__in=list(order), extracted_at__isnull=True), key=lambda m: order[m.pk])
         names = {sid: known_peer_names(account_id, sid) for sid in {m.scope_id for m in msgs}}
         addressees = conversation_addressees(msgs)
+        recent = recent_turns_many(msgs)
         observed = [ObservedMessage(
             message_id=str(msg.id), text=msg.text, speaker_key=msg.peer.key,
             speaker_name=msg.peer.display_name, occurred_at=msg.occurred_at,
             known_peers=names[msg.scope_id], addressee_key=addressees[msg.pk],
+            recent_turns=recent[msg.pk],
             current=() if rule_based else current_statements(
                 msg, names=names[msg.scope_id], addressee_key=addressees[msg.pk]))
             for msg in msgs]

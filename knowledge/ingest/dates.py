@@ -106,7 +106,11 @@ _VALUE_DATE_CONTEXT = re.compile(
     r"|extended|brought\s+forward|changed|switched|bumped|scheduled|set|booked|due)\b"
     r"(?:\W+\w+){0,4}?\W+(?:to|for|until|till|on)\s*"
     r"|\b(?:leaves|departs|lands|arrives|starts|begins|ends|opens|closes|launches|ships"
-    r"|goes\s+live)\s+(?:on\s+|at\s+)?)$",
+    r"|goes\s+live)\s+(?:on\s+|at\s+)?"
+    # "the meetup takes place on Friday", "the album comes out on May 5", "is held on"
+    r"|\b(?:happens|happen|takes\s+place|take\s+place|falls|fall|comes\s+out|come\s+out"
+    r"|premieres|releases|(?:is|are|will\s+be)\s+held|kicks\s+off|wraps\s+up)\s+"
+    r"(?:(?:on|at|in)\s*)?)$",
     re.I,
 )
 _ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.I)
@@ -398,6 +402,9 @@ class _DateHit:
     part_of_claim: bool
     replacement: str | None  # None: remove the phrase (frames) / keep it (claim dates)
     value: bool = False  # part of the claim and still its valid time (a schedule's date)
+    # said after the noun the hit was the possessive of: "tomorrow's opening" -> "the
+    # opening on 20 June 2023" (a day is what the noun is about, and a claim may be its date)
+    trail: str | None = None
 
 
 def _format_window(window: _Window) -> str | None:
@@ -522,8 +529,11 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         value = not claim and _value_date(text, match.start(), match.group("prefix"))
         replacement = None
+        trail = None
         if match.group("poss"):  # "during last week's game" -> "during the game"
             claim, value, replacement = False, False, "the"
+            if window.unit in ("day", "part"):
+                trail = _format_window(window)
         elif claim or value:
             replacement = _format_window(window)
             if replacement is None and not value:  # a vague date in a claim: leave it
@@ -533,7 +543,7 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
                 replacement = re.sub(r"^(?:on|in) ", "", replacement)  # "is on 7 March"
             claim = True
         hits.append(_DateHit(match.start(), match.end(), window, match.group("prefix"), claim,
-                             replacement, value))
+                             replacement, value, trail))
         taken.append((match.start(), match.end()))
     absolute = _ABS.finditer(text) if _ABS_HINT.search(text) else ()
     future = bool(absolute) and (
@@ -653,8 +663,26 @@ def _remove_dates(text: str, hits: list[_DateHit]) -> str:
             prefix = hit.prefix
             out.append(f"{prefix} {hit.replacement}" if prefix else hit.replacement)
         cursor = hit.end
+        if hit.trail is not None:
+            noun = _POSSESSED_NOUN.match(text, cursor)
+            if noun is not None:
+                out.append(noun.group() + " " + hit.trail)
+                cursor = noun.end()
     out.append(text[cursor:])
     return _tidy("".join(out))
+
+
+# The noun phrase after a possessive date: up to three words, not a preposition or verb.
+_STOP = (r"for|to|in|at|on|with|and|but|or|is|was|are|were|will|be|has|had|have|that|which"
+         r"|who")
+# "tomorrow's going to be...", "today's the day": 's is "is", no possessive
+_NOT_NOUN = r"going|gonna|been|being|not|so|really|just|a|an|the|my|your|our|gotta"
+_POSSESSED_NOUN = re.compile(
+    rf"\s+(?!(?:{_STOP}|{_NOT_NOUN})\b)[A-Za-z][\w-]*"
+    rf"(?:\s+(?!(?:{_STOP})\b)[A-Za-z][\w-]*){{0,2}}?"
+    rf"(?=\s*(?:[^\w\s]|$|\s(?:{_STOP})\b))",
+    re.I,
+)
 
 
 def strip_relative_dates(text: str, occurred_at: datetime) -> str:

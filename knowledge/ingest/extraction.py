@@ -60,6 +60,10 @@ class ObservedMessage:
     # scope, statement), nearest first: what a model-backed extractor may say a claim
     # replaces. The rule-based extractor ignores them (intake detects updates itself).
     current: tuple[tuple[str, str | None, str], ...] = ()
+    # The conversation's turns just before this one as (speaker key, text), oldest first
+    # (the pipeline: the previous messages of the session). What "she", "there" or "that
+    # name" point back to; an extractor that ignores them keeps such words as said.
+    recent_turns: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.occurred_at, datetime) or not _is_aware(self.occurred_at):

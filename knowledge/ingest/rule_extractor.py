@@ -1,5 +1,5 @@
-"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v3``; v2 added step 9,
-v3 step 10).
+"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v4``; v2 added step 9,
+v3 step 10, v4 step 12).
 
 The extractor is deterministic, uses only ``re`` and ``str``, and handles several thousand
 turns per second. Per turn it:
@@ -51,12 +51,13 @@ turns per second. Per turn it:
    (future), the past week/month/year (trailing window up to the end of the message day),
    over the weekend (Monday-Wednesday: the one just past, else the coming one). A possessive
    date is replaced by "the" ("during last week's game" -> "during the game", with last week
-   as valid time). Vague expressions (recently, lately, the other day, a while ago) are
-   removed and give no window. ``since X``/``from X`` keep only the start, ``until X``/``by
-   X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May 2022", "May 3rd",
-   "2022-05-03", "early June") are resolved the same way; a month or day without a year is
-   the latest one not after the message, or the next one not before it when the clause
-   speaks about the future.
+   as valid time); a possessive day follows its noun ("tomorrow's grand opening" -> "the
+   grand opening on 20 June 2023"). Vague expressions (recently, lately, the other day, a
+   while ago) are removed and give no window. ``since X``/``from X`` keep only the start,
+   ``until X``/``by X`` only the end. Absolute dates ("in 2022", "in May", "on 3 May
+   2022", "May 3rd", "2022-05-03", "early June") are resolved the same way; a month or
+   day without a year is the latest one not after the message, or the next one not
+   before it when the clause speaks about the future.
 
    **Frame or claim rule**: a date is *part of the claim* when it directly follows a
    copula ("is/was/'s [on|in] DATE": "My birthday is on 3 May") or follows within three
@@ -108,6 +109,18 @@ turns per second. Per turn it:
    contents", "Thank you for reading") gives none. Bare weekdays and days of the month
    ("on Saturday", "until the 5th") point back in a past-tense clause and ahead
    otherwise; "from X to Y" is one window.
+12. **Referents from the recent turns** (``knowledge.ingest.referents``): with
+   ``ObservedMessage.recent_turns`` (the pipeline passes the session's two previous
+   messages) and the message's earlier sentences, a subject "he/she" is the one third-party
+   peer the nearest turn naming a person names ("Mei got promoted!" - "she carried the
+   migration" -> "Mei carried the migration"), "there" the one place it names ("I lived
+   there" -> "in Lisbon"), "this place" only a place the speaker named, "that name" the
+   name just given; never a participant (speaker, listener, the previous speakers, anyone
+   addressed by name). A person noun beside the peer ("her mom", "the cat"), two
+   candidates or no recent turns leave the words as said (step 9), never a guess. Also
+   v4: agreement, thanks and encouragement in other words ("makes sense", "your support
+   means so much", "will make a difference") give no claim; speaking of "my wife/husband"
+   adds "Name is married."; a verbless aside after ", so" is cut.
 """
 
 from __future__ import annotations
@@ -154,6 +167,7 @@ from knowledge.ingest.lexicon import (
     _tidy,
     _wordset,
 )
+from knowledge.ingest.referents import Referents, find_referents, resolve_referents
 from knowledge.ingest.sensitivity import (
     classify_sensitivity,
 )
@@ -331,9 +345,27 @@ _DROP_ANY = re.compile(
     r"|\bappreciate(?:s|d)?\s+(?:your|you|it|that|this|all\s+(?:your|the|of))\b"
     # a passing mood with nothing it is about: "I'm feeling hopeful and optimistic"
     r"|^I(?:'m|\s+am)\s+(?:\w+ly\s+|so\s+|just\s+)*feeling\s+\w+(?:\s*,?\s*(?:and|but)\s+\w+)?\W*$"
-    r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b",
+    r"|\bgot\s+(?:your|ya)\s+back\b|\bhave\s+(?:your|ya)\s+back\b"
+    # agreement and thanks in other words: "Doing research first makes sense", "Your
+    # support means so much"
+    r"|\b(?:makes?|made)\s+(?:(?:total|perfect|a\s+lot\s+of|so\s+much)\s+)?sense\b"
+    r"|^(?:your\s+[\w'-]+(?:\s+[\w'-]+)?|it|that|this)\s+(?:really\s+|truly\s+)?means?\s+"
+    r"(?:so\s+much|a\s+lot|the\s+world|everything)\b",
     re.I,
 )
+# Cheering the listener on: "Even small steps will make a difference", "it'll be worth
+# it": said to encourage, not to report what is the case.
+_ENCOURAGEMENT = re.compile(
+    r"\b(?:will|'ll)\s+(?:\w+ly\s+)?make\s+(?:a|all\s+the)\s+difference\b"
+    r"|\b(?:will|'ll)\s+(?:\w+ly\s+)?be\s+(?:so\s+|totally\s+)?worth\s+it\b"
+    r"|\b(?:you|you've|you\s+have)\s+got\s+this\b|\b(?:never|don't)\s+give\s+up\b",
+    re.I,
+)
+# A verbless reply that only places something in time or space ("Sure, after lunch"):
+# without the question it answers it says nothing.
+_BARE_PREPOSITIONAL = re.compile(
+    r"^(?:after|before|around|about|at|by|in|on|from|until|till|near|since)\s+[^,;]{0,40}$",
+    re.I)
 _QUESTION_START = re.compile(
     r"^(?:(?:what|how|why|where|who|which|whose|when)(?:'s|'re|'d)?\s+(?:is|are|was|were|do"
     r"|does|did|have|has|can|could|would|will|should|about|kind|kinda|made|makes|happened)\b"
@@ -414,7 +446,8 @@ _ELLIPTICAL = {
     "bought": "I", "made": "I", "took": "I", "visited": "I", "tried": "I", "saw": "I",
     "met": "I", "joined": "I", "learned": "I", "learnt": "I", "picked": "I", "adopted": "I",
     "enjoying": "I'm", "enjoyed": "I", "currently": "I'm", "recently": "I", "totally": "I",
-    "really": "I", "actually": "I", "also": "I",
+    "really": "I", "actually": "I", "also": "I", "can't": "I", "cannot": "I", "never": "I",
+    "didn't": "I", "haven't": "I",
 }
 
 
@@ -922,7 +955,9 @@ def _classify_subject(text: str, peers: _Peers) -> _Subject | None:
         ):
             return None
         return _Subject("implied", speaker, _ELLIPTICAL[low])
-    if low in _VERB_BASES and low not in _PREFERENCE_VERBS:
+    # "Dance is my passion", "Cooking makes me happy": a noun subject, not an imperative
+    noun_subject = len(toks) > 1 and toks[1].lower() in _SUBJECT_VERBS
+    if low in _VERB_BASES and low not in _PREFERENCE_VERBS and not noun_subject:
         return None  # an imperative
     if low in _PREPOSITIONS and "," in text:
         rest = text.split(",", 1)[1].strip()
@@ -1143,11 +1178,25 @@ def _claim(message: ObservedMessage, statement: str, subject_key: str | None, ki
     return claim
 
 
+_NO_REFERENTS = Referents()
+_SO_TAIL = re.compile(r",\s*so\s+(?P<tail>[^,;]+?)\W*$", re.I)
+# "no more night runs", "lots of reading": a noun phrase even when a noun looks like a verb
+_NOUN_PHRASE_START = re.compile(
+    r"(?:no\s+more|no|lots\s+of|plenty\s+of|a\s+lot\s+of|more|less|fewer)\s+(?!\w+ly\b)\w+"
+    r"(?!\s+(?:is|are|was|were|will|can|has|have)\b)", re.I)
+_MY_SPOUSE = re.compile(
+    r"(?<!ex-)(?<!ex )\b(?:my|My)\s+(?!(?:ex|late|former|future|first|second)\b)"
+    r"(?:wife|husband|spouse)\b")
+_MARRIED = re.compile(r"\b(?:married|divorced|widow(?:ed|er)?)\b", re.I)
+# A verb that shows the word before it is a subject: "Dance is...", "Cooking makes..."
+_SUBJECT_VERBS = _wordset("is was has makes made keeps kept helps helped means gives gave")
+
+
 class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
     name = "rule-based"
-    version = "rule-v3"
+    version = "rule-v4"
 
     def extract(self, message: ObservedMessage) -> list[ExtractedClaim]:
         text = message.text.translate(_QUOTE_MAP)
@@ -1161,8 +1210,23 @@ class RuleBasedExtractor:
         # extractor cannot name (not among known_peers) is no addressee.
         context = ([message.addressee_key] if message.addressee_key
                    and message.addressee_key in message.known_peers.values() else [])
+        units = [(key, turn.translate(_QUOTE_MAP)) for key, turn in message.recent_turns]
+        # "he/she" is never someone taking part: the speaker, the listener, whoever spoke
+        # just before, anyone addressed by name ("Hey Maria, ... he was part of our family")
+        participants = {message.speaker_key, *context, *(key for key, _ in units)}
+        for unit in (*(turn for _, turn in units), text):
+            for a, b in _sentences(unit):
+                participants.update(_vocatives(unit[a:b], peers))
+        excluded = frozenset(participants)
+
+        def named(unit: str) -> list[tuple[str, str]]:
+            return [(key, m.group()) for m in peers.find_all(unit)
+                    if (key := peers.key_for(m.group()) or "")]
+
         for s_start, s_end in _sentences(text):
             sentence = text[s_start:s_end]
+            refs = find_referents(units, named, message.speaker_key, excluded)
+            units.append((message.speaker_key, sentence))
             vocatives = _vocatives(sentence, peers)
             addressees = [k for k in vocatives or previous_vocatives or context
                           if k != message.speaker_key]
@@ -1173,7 +1237,7 @@ class RuleBasedExtractor:
             frame: ExtractedClaim | None = None
             for c_start, c_end in _clauses(text, s_start, s_end, peers):
                 claim = self._clause(message, text, c_start, c_end, peers, local, addressees,
-                                     antecedent)
+                                     antecedent, refs)
                 if claim is not None:
                     if (frame is not None and claim.kind == "event"
                             and claim.relevant_from is None and claim.relevant_until is None):
@@ -1187,6 +1251,14 @@ class RuleBasedExtractor:
                     claims.append(claim)
                 changed = _CHANGED_THING.match(text[c_start:c_end])
                 antecedent = changed.group("thing") if changed else None
+        spouse = next((m for m in _MY_SPOUSE.finditer(text) if not any(
+            a <= m.start() < b and _is_question(text[a:b]) for a, b in _sentences(text))), None)
+        if spouse is not None and not any(_MARRIED.search(c.statement) for c in claims):
+            # "My wife is vegan": whoever speaks of their wife or husband is married, a
+            # relation worth its own claim however the sentence goes on
+            claims.append(_claim(message, f"{speaker_name} is married.", message.speaker_key,
+                                 "relation", _BASE_CONFIDENCE["implied"], spouse.group(),
+                                 None, None, spouse.span()))
         return claims
 
     def _clause(
@@ -1199,6 +1271,7 @@ class RuleBasedExtractor:
         local: datetime,
         addressees: list[str],
         antecedent: str | None = None,
+        refs: Referents = _NO_REFERENTS,
     ) -> ExtractedClaim | None:
         start, end = _strip_span(text, start, end)
         if start >= end:
@@ -1236,6 +1309,13 @@ class RuleBasedExtractor:
         work = _tidy(work)
         if not work or _DROP_START.match(work):
             return None
+        work = resolve_referents(work, refs)
+        so_tail = _SO_TAIL.search(work)
+        if so_tail is not None and (_NOUN_PHRASE_START.match(so_tail.group("tail"))
+                                    or not _has_finite_clause(so_tail.group("tail"))):
+            # "I've been diagnosed with asthma, so no more night runs for me": the verbless
+            # remark after "so" is an aside; the claim is the clause before it
+            work = work[:so_tail.start()].rstrip()
 
         subject = _classify_subject(work, peers)
         if subject is not None and subject.mode == "listener" and (
@@ -1314,13 +1394,14 @@ class RuleBasedExtractor:
         if not toks:
             return None
         low = toks[0].lower()
-        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES):
+        if low not in _UNRESOLVED and (low in _IMPERATIVES or low in _VERB_BASES) and not (
+                len(toks) > 1 and toks[1].lower() in _SUBJECT_VERBS):
             # advice or a request ("Make sure you watch other videos first", "Keep going"):
             # what the speaker wants, not what is true of anyone
             return None
         if _YOU.fullmatch(toks[0]) or low in ("your", "yours"):
             return None  # about the listener, who is not named here
-        if _EVALUATION.match(work) or _HYPOTHETICAL.match(work):
+        if _EVALUATION.match(work) or _HYPOTHETICAL.match(work) or _ENCOURAGEMENT.search(work):
             return None  # "That work setup looks nice", "It would be awesome to go"
         head, comma, tail = work.partition(",")
         imperative = re.match(r"\s*(?:please\s+)?([A-Za-z]+)\s", tail)
@@ -1352,6 +1433,8 @@ class RuleBasedExtractor:
                                    or low.endswith("ing")):
             body = body[0].lower() + body[1:]
         verbless = not _has_finite_clause(work) and low not in _UNRESOLVED
+        if verbless and _BARE_PREPOSITIONAL.match(work):
+            return None
         joiner = " said: " if verbless else " said "
         statement = _finish_statement(speaker_name + joiner + body)
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
