@@ -2,14 +2,29 @@
 
 Every model-backed feature (LLM extraction, reranking, ask, dream-time work) talks to a
 generation model through :class:`ChatProvider`. The only shipped implementation,
-:class:`OpenAICompatibleProvider`, speaks the OpenAI ``/chat/completions`` wire format with
-strict structured outputs (``response_format = json_schema``), which OpenAI, Azure OpenAI,
-vLLM, llama.cpp server, Ollama and LiteLLM all accept.
+:class:`OpenAICompatibleProvider`, speaks the OpenAI ``/chat/completions`` wire format and
+negotiates structured output with each server (:data:`FORMATS`, most constrained first):
+
+1. ``json_schema``: strict structured outputs (OpenAI, Azure OpenAI, vLLM, Ollama, LM Studio,
+   llama.cpp's own server, LiteLLM);
+2. ``json_object_schema``: ``{"type": "json_object", "schema": ...}``, the JSON mode with
+   a schema that llama-cpp-python's server (and llama.cpp's) turn into a grammar;
+3. ``json_object``: plain JSON mode.
+
+From the second rung on the schema also travels in the system prompt. A server refuses a
+rung with an HTTP error that names the response format (llama-cpp-python answers HTTP 500
+to ``json_schema``); the provider then asks again at once one rung lower, and remembers per
+base URL, for the process, the rung that worked (:func:`structured_output`). A server that
+refuses all three is remembered as ``unsupported``, the call fails with a non-retryable
+``http_error`` saying so, and :func:`readiness` (``/readyz``) reports it. The choice is not
+persisted: servers are upgraded or swapped behind one URL, and re-learning costs one
+refused request per rung per process.
 
 Contract of ``complete_json``:
 
 * it returns a ``dict`` that has been validated against ``schema`` by :func:`validate_json`
-  (a provider that ignores ``strict`` cannot smuggle a malformed object into the pipeline);
+  whatever the response format (a provider that ignores ``strict``, or a JSON mode without
+  a grammar, cannot smuggle a malformed object into the pipeline);
 * it raises :class:`ProviderError` and nothing else for provider-side failures, with ``kind``
   one of ``timeout``, ``http_error``, ``invalid_response``, ``connection``;
 * transient failures (timeouts, connection errors, HTTP 429 and 5xx, unparsable or
@@ -50,6 +65,8 @@ __all__ = [
     "SchemaValidationError",
     "TokenUsage",
     "get_provider",
+    "readiness",
+    "structured_output",
     "validate_json",
 ]
 
@@ -217,27 +234,33 @@ class OpenAICompatibleProvider:
 
     @property
     def response_format(self) -> str:
-        """What this server was last seen to accept: "json_schema" (the default, tried
-        first) or "json_object" (the schema then travels in the prompt)."""
-        return _FORMATS.get(self.base_url, JSON_SCHEMA)
+        """The response format this server was last seen to take (:data:`FORMATS`), or
+        ``json_schema`` (the first rung) while that is unknown or none worked."""
+        known = _FORMATS.get(self.base_url)
+        return known if known in FORMATS else JSON_SCHEMA
 
     def request_body(
         self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
-        mode: str = "json_schema",
+        mode: str = "json_schema", max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        if mode == JSON_OBJECT:
-            # Servers without structured outputs (llama.cpp's, LM Studio's older ones)
-            # take json_object; the schema goes in the prompt and is still checked here.
-            system = (f"{system}\n\nAnswer with one JSON object, and nothing else, that "
-                      f"validates against this JSON Schema ({schema_name}):\n"
-                      f"{json.dumps(schema, separators=(',', ':'))}")
-            response_format: dict[str, Any] = {"type": JSON_OBJECT}
-        else:
+        if mode not in FORMATS:
+            raise ValueError(f"unknown response format {mode!r}; expected one of {FORMATS}")
+        response_format: dict[str, Any]
+        if mode == JSON_SCHEMA:
             response_format = {
                 "type": JSON_SCHEMA,
                 "json_schema": {"name": schema_name, "strict": True, "schema": schema},
             }
-        return {
+        else:
+            # JSON mode does not carry the schema to the model by itself: say it in the
+            # prompt (the answer is still checked here against the schema).
+            system = (f"{system}\n\nAnswer with one JSON object, and nothing else, that "
+                      f"validates against this JSON Schema ({schema_name}):\n"
+                      f"{json.dumps(schema, separators=(',', ':'))}")
+            response_format = {"type": JSON_OBJECT}
+            if mode == JSON_OBJECT_SCHEMA:
+                response_format["schema"] = schema
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": system},
@@ -246,6 +269,9 @@ class OpenAICompatibleProvider:
             "temperature": 0,
             "response_format": response_format,
         }
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        return body
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -264,6 +290,28 @@ class OpenAICompatibleProvider:
         timeout: float | None = None,
         total_timeout: float | None = None,
     ) -> dict[str, Any]:
+        return self._metered(system=system, user=user, schema=schema, schema_name=schema_name,
+                             timeout=timeout, total_timeout=total_timeout)
+
+    def probe(self, *, timeout: float | None = None) -> str:
+        """Find the response format this server takes with one tiny call (no retries;
+        a refused rung costs one more request): returns it, or ``unsupported``. A server
+        that cannot be asked raises :class:`ProviderError`. Metered like any call (as
+        ``structured_output_probe``, attributed to no Account)."""
+        try:
+            self._metered(system=PROBE_SYSTEM, user=PROBE_USER, schema=PROBE_SCHEMA,
+                          schema_name=PROBE_PURPOSE, timeout=timeout, total_timeout=None,
+                          retries=0, max_tokens=PROBE_MAX_TOKENS)
+        except ProviderError as error:
+            # The server took the format but the model's answer did not check out: that
+            # is the model, not the server, and calls will validate and retry.
+            if error.kind != "invalid_response" and _FORMATS.get(self.base_url) != UNSUPPORTED:
+                raise
+        return _FORMATS.get(self.base_url, UNSUPPORTED)
+
+    def _metered(self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
+                 timeout: float | None, total_timeout: float | None,
+                 retries: int | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         tokens = TokenUsage()
         started = time.monotonic()
         outcome = "ok"
@@ -271,7 +319,7 @@ class OpenAICompatibleProvider:
         try:
             return self._complete(system=system, user=user, schema=schema,
                                   schema_name=schema_name, timeout=timeout, tokens=tokens,
-                                  ends=ends)
+                                  ends=ends, retries=retries, max_tokens=max_tokens)
         except ProviderError as error:
             outcome = error.kind
             raise
@@ -289,13 +337,20 @@ class OpenAICompatibleProvider:
         timeout: float | None,
         tokens: TokenUsage,
         ends: float | None = None,
+        retries: int | None = None,
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
         mode = self.response_format
-        body = self.request_body(system=system, user=user, schema=schema,
-                                 schema_name=schema_name, mode=mode)
+
+        def body_for(mode: str) -> dict[str, Any]:
+            return self.request_body(system=system, user=user, schema=schema,
+                                     schema_name=schema_name, mode=mode, max_tokens=max_tokens)
+
+        body = body_for(mode)
         per_attempt = self.timeout if timeout is None else float(timeout)
-        attempts_allowed = self.max_retries + 1
+        attempts_allowed = (self.max_retries if retries is None else retries) + 1
         last: ProviderError | None = None
+        refused: list[str] = []
         attempt = 0
         with httpx.Client(
             timeout=httpx.Timeout(per_attempt), transport=self._transport, follow_redirects=False
@@ -319,14 +374,24 @@ class OpenAICompatibleProvider:
                     value = self._attempt(client, body, schema, tokens, attempt_timeout)
                 except ProviderError as error:
                     error.attempts = tokens.attempts
-                    if mode == JSON_SCHEMA and _format_refused(error):
-                        # Ask again at once in the form this server takes, and remember it
-                        # for this base URL (a refusal is no failed attempt of the call).
-                        mode = JSON_OBJECT
-                        body = self.request_body(system=system, user=user, schema=schema,
-                                                 schema_name=schema_name, mode=mode)
+                    if _format_refused(error):
+                        refused.append(mode)
+                        lower = _next_rung(refused)
+                        if lower is None:
+                            _FORMATS[self.base_url] = UNSUPPORTED
+                            raise ProviderError(
+                                "http_error",
+                                "the provider takes no structured output: it refused "
+                                f"response_format {', '.join(refused)} ({error.message})",
+                                status_code=error.status_code, attempts=tokens.attempts,
+                            ) from error
+                        # Ask again at once in the next form (a refusal is no failed
+                        # attempt of the call, and costs no retry).
+                        mode, body = lower, body_for(lower)
                         attempt, last = attempt - 1, None
                         continue
+                    if error.kind == "invalid_response":
+                        _FORMATS[self.base_url] = mode  # the server took the format
                     if not error.retryable:
                         raise
                     last = error
@@ -450,18 +515,73 @@ def _meter(*, purpose: str, outcome: str, tokens: TokenUsage, seconds: float) ->
         logging.getLogger(__name__).exception("model call metering failed")
 
 
-JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
-# base URL -> the response format its server accepted last (per process).
+JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT = "json_schema", "json_object_schema", "json_object"
+# The negotiation ladder, most constrained first; UNSUPPORTED: the server refused them all.
+FORMATS: tuple[str, ...] = (JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT)
+UNSUPPORTED = "unsupported"
+# base URL -> the response format its server took last, or UNSUPPORTED (per process).
 _FORMATS: dict[str, str] = {}
-_FORMAT_WORDS = re.compile(r"response_format|json_schema|structured output|response format",
-                           re.I)
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output|"
+                           r"response format", re.I)
 
 
 def _format_refused(error: ProviderError) -> bool:
-    """The server refused the json_schema response format (a 4xx or 5xx whose message
-    names it), as servers without structured outputs do."""
+    """The server refused the response format (a 4xx or 5xx whose message names it), as
+    servers without structured outputs do: llama-cpp-python answers HTTP 500 with its
+    request validation error, others 400 or 422."""
     return (error.kind == "http_error" and error.status_code in (400, 415, 422, 500, 501)
-            and bool(_FORMAT_WORDS.search(str(error))))
+            and bool(_FORMAT_WORDS.search(error.message)))
+
+
+def _next_rung(refused: list[str]) -> str | None:
+    """The most constrained rung not refused during this call (a call that started from a
+    remembered lower rung tries the upper ones too before giving up), or None."""
+    return next((mode for mode in FORMATS if mode not in refused), None)
+
+
+def structured_output(base_url: str) -> str | None:
+    """What this process knows of the server at ``base_url``: the response format it took
+    last (:data:`FORMATS`), ``unsupported``, or None before any call."""
+    return _FORMATS.get(base_url.rstrip("/"))
+
+
+# The readiness probe: a tiny call whose only question is which format the server takes.
+PROBE_PURPOSE = "structured_output_probe"
+PROBE_SYSTEM = "You check that structured output works. Answer with JSON only."
+PROBE_USER = 'Answer {"ok": true}.'
+PROBE_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                                "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
+PROBE_MAX_TOKENS = 16
+PROBE_TIMEOUT_SECONDS = 10.0
+# How long readiness trusts a probe: a settled answer (ok/unsupported) for minutes, a
+# failure to ask for seconds; so probes cost one tiny model call per process per 5 min.
+READY_TTL_SECONDS, RETRY_TTL_SECONDS = 300.0, 30.0
+_READINESS: dict[str, tuple[float, str, str | None]] = {}
+
+
+def readiness(provider: OpenAICompatibleProvider) -> tuple[str, str | None]:
+    """(check, response format) of ``provider`` for ``/readyz``, probed at most every
+    :data:`READY_TTL_SECONDS` per base URL and process. ``check`` is ``ok``,
+    ``unsupported`` (no structured output at all), ``rejected`` (a 4xx: key, model name
+    or URL wrong: no call can succeed) or ``degraded`` (unreachable, timing out, 429 or
+    5xx: calls fail for now and every feature falls back to its model-free path)."""
+    now = time.monotonic()
+    cached = _READINESS.get(provider.base_url)
+    if cached is not None and cached[0] > now:
+        return cached[1], cached[2]
+    format_: str | None = None
+    try:
+        found = provider.probe(timeout=min(provider.timeout, PROBE_TIMEOUT_SECONDS))
+    except ProviderError as error:
+        check = ("rejected" if error.kind == "http_error" and error.status_code is not None
+                 and 400 <= error.status_code < 500 and error.status_code not in (408, 429)
+                 else "degraded")
+    else:
+        check = "ok" if found in FORMATS else "unsupported"
+        format_ = found if found in FORMATS else None
+    ttl = READY_TTL_SECONDS if check in ("ok", "unsupported") else RETRY_TTL_SECONDS
+    _READINESS[provider.base_url] = (now + ttl, check, format_)
+    return check, format_
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -470,9 +590,13 @@ def _error_detail(response: httpx.Response) -> str:
         payload = response.json()
     except ValueError:
         return ""
-    detail: Any = payload.get("error") if isinstance(payload, dict) else None
+    detail: Any = None
+    if isinstance(payload, dict):  # OpenAI's {"error": ...}, or FastAPI's {"detail": ...}
+        detail = payload.get("error") or payload.get("detail")
     if isinstance(detail, dict):
         detail = detail.get("message") or detail.get("type")
+    if isinstance(detail, list):  # request validation errors
+        detail = json.dumps(detail)
     if not isinstance(detail, str) or not detail:
         return ""
     detail = " ".join(detail.split())
