@@ -83,9 +83,10 @@ def readyz(request: HttpRequest) -> JsonResponse:
     llm, response_format = _llm()
     checks = {**_database(), "broker": _broker(), "embedder": _embedder(), "llm": llm}
     # "degraded" still serves: a slow full-text index, or a model server that is down for
-    # now (every model feature falls back to its model-free path, call by call). A model
-    # that takes no structured output, or refuses our key/model/URL, never will: not ready.
-    ok = all(v in ("ok", "not_used", "degraded") for v in checks.values())
+    # now (every model feature falls back to its model-free path, call by call), as does
+    # a model whose first probe is still running. A model that takes no structured
+    # output, or refuses our key/model/URL, never will: not ready.
+    ok = all(v in ("ok", "not_used", "degraded", "probing") for v in checks.values())
     return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks,
                          "llm_response_format": response_format},
                         status=200 if ok else 503)

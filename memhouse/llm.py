@@ -50,6 +50,7 @@ import logging
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -200,6 +201,7 @@ class OpenAICompatibleProvider:
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 4.0,
+        max_tokens: int | None = None,
         name: str = "openai-compatible",
         extra_headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
@@ -220,6 +222,7 @@ class OpenAICompatibleProvider:
         self.max_retries = int(max_retries)
         self.backoff_seconds = float(backoff_seconds)
         self.max_backoff_seconds = float(max_backoff_seconds)
+        self.max_tokens = int(max_tokens) if max_tokens else None
         self._api_key = api_key or None
         self._extra_headers = dict(extra_headers or {})
         self._transport = transport
@@ -259,7 +262,7 @@ class OpenAICompatibleProvider:
                       f"{json.dumps(schema, separators=(',', ':'))}")
             response_format = {"type": JSON_OBJECT}
             if mode == JSON_OBJECT_SCHEMA:
-                response_format["schema"] = schema
+                response_format["schema"] = grammar_hint(schema)
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
@@ -269,7 +272,8 @@ class OpenAICompatibleProvider:
             "temperature": 0,
             "response_format": response_format,
         }
-        if max_tokens is not None:
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if max_tokens:
             body["max_tokens"] = max_tokens
         return body
 
@@ -533,6 +537,26 @@ def _format_refused(error: ProviderError) -> bool:
             and bool(_FORMAT_WORDS.search(error.message)))
 
 
+# Size bounds above this are left out of the schema sent as a grammar: llama.cpp expands
+# {m,n} repetitions into nested rules, refuses more than 2000 of them, and
+# llama-cpp-python 0.3.36 then crashes (segfault) instead of answering an error.
+GRAMMAR_MAX_REPETITION = 256
+_SIZE_WORDS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties",
+               "minProperties")
+
+
+def grammar_hint(schema: Any) -> Any:
+    """``schema`` for servers that build a grammar from it, without size bounds above
+    :data:`GRAMMAR_MAX_REPETITION` (the answer is still validated against the full one)."""
+    if isinstance(schema, list):
+        return [grammar_hint(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: grammar_hint(value) for key, value in schema.items()
+            if not (key in _SIZE_WORDS and isinstance(value, int)
+                    and value > GRAMMAR_MAX_REPETITION)}
+
+
 def _next_rung(refused: list[str]) -> str | None:
     """The most constrained rung not refused during this call (a call that started from a
     remembered lower rung tries the upper ones too before giving up), or None."""
@@ -552,36 +576,57 @@ PROBE_USER = 'Answer {"ok": true}.'
 PROBE_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False,
                                 "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
 PROBE_MAX_TOKENS = 16
-PROBE_TIMEOUT_SECONDS = 10.0
-# How long readiness trusts a probe: a settled answer (ok/unsupported) for minutes, a
-# failure to ask for seconds; so probes cost one tiny model call per process per 5 min.
+# /readyz waits this long for a probe, then answers "probing" (a cold CPU model can take
+# longer than a health check's timeout); the probe goes on in its own thread.
+PROBE_WAIT_SECONDS = 5.0
+# How long a probe's answer stands: a settled one (ok/unsupported) for minutes, a failure
+# to ask for seconds; so probes cost one tiny model call per process per 5 min. A stale
+# answer is still reported while the next probe runs.
 READY_TTL_SECONDS, RETRY_TTL_SECONDS = 300.0, 30.0
 _READINESS: dict[str, tuple[float, str, str | None]] = {}
+_PROBES: dict[str, threading.Thread] = {}
+_PROBES_LOCK = threading.Lock()
 
 
-def readiness(provider: OpenAICompatibleProvider) -> tuple[str, str | None]:
-    """(check, response format) of ``provider`` for ``/readyz``, probed at most every
-    :data:`READY_TTL_SECONDS` per base URL and process. ``check`` is ``ok``,
-    ``unsupported`` (no structured output at all), ``rejected`` (a 4xx: key, model name
-    or URL wrong: no call can succeed) or ``degraded`` (unreachable, timing out, 429 or
-    5xx: calls fail for now and every feature falls back to its model-free path)."""
-    now = time.monotonic()
-    cached = _READINESS.get(provider.base_url)
-    if cached is not None and cached[0] > now:
-        return cached[1], cached[2]
+def _probe_into_cache(provider: OpenAICompatibleProvider) -> None:
     format_: str | None = None
     try:
-        found = provider.probe(timeout=min(provider.timeout, PROBE_TIMEOUT_SECONDS))
+        found = provider.probe()
     except ProviderError as error:
         check = ("rejected" if error.kind == "http_error" and error.status_code is not None
                  and 400 <= error.status_code < 500 and error.status_code not in (408, 429)
                  else "degraded")
+    except Exception:  # a probe reports, it does not raise
+        logging.getLogger(__name__).exception("structured output probe failed")
+        check = "degraded"
     else:
         check = "ok" if found in FORMATS else "unsupported"
         format_ = found if found in FORMATS else None
     ttl = READY_TTL_SECONDS if check in ("ok", "unsupported") else RETRY_TTL_SECONDS
-    _READINESS[provider.base_url] = (now + ttl, check, format_)
-    return check, format_
+    _READINESS[provider.base_url] = (time.monotonic() + ttl, check, format_)
+
+
+def readiness(provider: OpenAICompatibleProvider,
+              wait: float | None = None) -> tuple[str, str | None]:
+    """(check, response format) of ``provider`` for ``/readyz``. ``check`` is ``ok``,
+    ``unsupported`` (no structured output at all), ``rejected`` (a 4xx: key, model name
+    or URL wrong, so no call can succeed), ``degraded`` (unreachable, timing out, 429 or
+    5xx: calls fail for now and every feature falls back to its model-free path) or
+    ``probing`` (the first probe has not answered within ``wait`` seconds, by default
+    :data:`PROBE_WAIT_SECONDS`)."""
+    cached = _READINESS.get(provider.base_url)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1], cached[2]
+    with _PROBES_LOCK:
+        probe = _PROBES.get(provider.base_url)
+        if probe is None or not probe.is_alive():
+            probe = threading.Thread(target=_probe_into_cache, args=(provider,), daemon=True,
+                                     name="memhouse-llm-probe")
+            _PROBES[provider.base_url] = probe
+            probe.start()
+    probe.join(PROBE_WAIT_SECONDS if wait is None else wait)
+    cached = _READINESS.get(provider.base_url)  # fresh, or stale while the probe runs
+    return (cached[1], cached[2]) if cached is not None else ("probing", None)
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -619,8 +664,10 @@ def get_provider() -> ChatProvider | None:
 
     Settings: ``MEMHOUSE_LLM_BASE_URL`` (empty = no provider), ``MEMHOUSE_LLM_MODEL``
     (required when a base URL is set), ``MEMHOUSE_LLM_API_KEY`` (optional),
-    ``MEMHOUSE_LLM_TIMEOUT`` (seconds per attempt, default 30) and the optional
-    ``MEMHOUSE_LLM_MAX_RETRIES`` (default 2).
+    ``MEMHOUSE_LLM_TIMEOUT`` (seconds per attempt, default 30), the optional
+    ``MEMHOUSE_LLM_MAX_RETRIES`` (default 2) and ``MEMHOUSE_LLM_MAX_TOKENS`` (0: no
+    ``max_tokens`` is sent, as OpenAI's newer models refuse it; set it for local servers,
+    where a small model can otherwise generate until its context is full).
     """
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
@@ -636,6 +683,9 @@ def get_provider() -> ChatProvider | None:
     timeout = float(raw_timeout) if raw_timeout not in (None, "") else DEFAULT_TIMEOUT_SECONDS
     raw_retries = getattr(settings, "MEMHOUSE_LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)
     max_retries = int(raw_retries) if raw_retries not in (None, "") else DEFAULT_MAX_RETRIES
+    raw_max_tokens = getattr(settings, "MEMHOUSE_LLM_MAX_TOKENS", 0)
+    max_tokens = int(raw_max_tokens) if raw_max_tokens not in (None, "") else 0
     return OpenAICompatibleProvider(
-        base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries
+        base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries,
+        max_tokens=max_tokens or None,
     )

@@ -104,7 +104,7 @@ class FakeOpenAI:
                            "json": json.loads(raw or b"null")}
                 with fake._lock:
                     fake.requests.append(request)
-                    reply = fake._refusal(request)
+                    reply = fake.refuses(request["json"])
                     if reply is None:
                         reply = fake.script.pop(0) if fake.script else fake.default
                 if callable(reply):
@@ -137,8 +137,8 @@ class FakeOpenAI:
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.02}, daemon=True)
 
-    def _refusal(self, request: dict[str, Any]) -> Reply | None:
-        body = request["json"]
+    def refuses(self, body: Any) -> Reply | None:
+        """The refusal this server answers to a request body, or None if it takes it."""
         response_format = body.get("response_format") if isinstance(body, dict) else None
         kind = response_format.get("type", "text") if isinstance(response_format, dict) \
             else "text"

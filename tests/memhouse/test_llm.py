@@ -166,6 +166,30 @@ def test_an_answer_that_breaks_the_schema_is_refused_in_json_mode_too() -> None:
         assert llm.structured_output(fake.base_url) == "json_object_schema"
 
 
+def test_the_schema_sent_as_a_grammar_leaves_out_huge_size_bounds() -> None:
+    # llama.cpp refuses grammars with more than 2000 repetitions (llama-cpp-python then
+    # crashes): the hint drops such bounds, the answer is still checked against them.
+    schema = {"type": "object", "additionalProperties": False, "required": ["answer"],
+              "properties": {"answer": {"type": "string", "maxLength": 4000},
+                             "tags": {"type": "array", "maxItems": 24,
+                                      "items": {"type": "string", "maxLength": 100}}}}
+    with FakeOpenAI(structured="json_object") as fake:
+        fake.script = [ok({"answer": "x" * 4001}), ok({"answer": "fine"})]
+        provider = fake.provider(max_retries=1, max_tokens=300)
+        assert provider.complete_json(system="s", user="u", schema=schema,
+                                      schema_name="answer_v1") == {"answer": "fine"}
+        hint = fake.requests[1]["json"]["response_format"]["schema"]
+        assert "maxLength" not in hint["properties"]["answer"]
+        assert hint["properties"]["tags"]["maxItems"] == 24  # small bounds stay
+        assert hint["properties"]["tags"]["items"]["maxLength"] == 100
+        assert schema["properties"]["answer"]["maxLength"] == 4000  # the caller's is intact
+        assert [r["json"]["max_tokens"] for r in fake.requests] == [300, 300, 300]
+    with FakeOpenAI() as fake:
+        fake.script = [ok(GOOD)]
+        call(fake.provider())
+        assert "max_tokens" not in fake.requests[0]["json"]  # not sent unless configured
+
+
 def test_an_unrelated_server_error_is_no_refusal(fake: FakeOpenAI) -> None:
     fake.script = [Reply(500, {"error": {"message": "CUDA out of memory"}}), ok(GOOD)]
     assert call(fake.provider()) == GOOD

@@ -4,6 +4,7 @@ takes, and clearly when it takes none (over real HTTP, against tests.fake_llm)."
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 import httpx
@@ -81,3 +82,22 @@ def test_a_misconfigured_provider_is_reported(live_server, settings):
     settings.MEMHOUSE_LLM_MODEL = ""
     r = _ready(live_server)
     assert r.status_code == 503 and r.json()["checks"]["llm"] == "misconfigured"
+
+
+def test_a_slow_first_probe_answers_probing_and_goes_on_in_the_background(
+        live_server, settings, monkeypatch):
+    from memhouse import llm
+
+    monkeypatch.setattr(llm, "PROBE_WAIT_SECONDS", 0.2)
+    with FakeOpenAI(default=Reply(body=ok({"ok": True}).body, delay=1.5)) as fake:
+        _configure(settings, fake.base_url)
+        r = _ready(live_server)
+        assert r.status_code == 200 and r.json()["checks"]["llm"] == "probing"
+        deadline = time.monotonic() + 30
+        while _ready(live_server).json()["checks"]["llm"] == "probing":
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+        r = _ready(live_server)
+        assert r.json()["checks"]["llm"] == "ok" and r.json()["llm_response_format"] == \
+            "json_schema"
+        assert len(fake.requests) == 1  # one probe, however often readiness was asked
