@@ -81,7 +81,8 @@ class ProviderError(Exception):
     """A generation call failed; ``kind`` says how.
 
     ``status_code`` is set for ``http_error``; ``attempts`` is how many requests were made;
-    ``retryable`` says whether this single failure was of a transient class.
+    ``retryable`` says whether this single failure was of a transient class;
+    ``unsupported`` that the server refused every structured response format.
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class ProviderError(Exception):
         attempts: int = 1,
         retryable: bool = False,
         retry_after: float | None = None,
+        unsupported: bool = False,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}; expected one of {ERROR_KINDS}")
@@ -103,6 +105,7 @@ class ProviderError(Exception):
         self.attempts = attempts
         self.retryable = retryable
         self.retry_after = retry_after
+        self.unsupported = unsupported
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
@@ -309,7 +312,9 @@ class OpenAICompatibleProvider:
         except ProviderError as error:
             # The server took the format but the model's answer did not check out: that
             # is the model, not the server, and calls will validate and retry.
-            if error.kind != "invalid_response" and _FORMATS.get(self.base_url) != UNSUPPORTED:
+            if error.unsupported:
+                return UNSUPPORTED
+            if error.kind != "invalid_response":
                 raise
         return _FORMATS.get(self.base_url, UNSUPPORTED)
 
@@ -388,6 +393,7 @@ class OpenAICompatibleProvider:
                                 "the provider takes no structured output: it refused "
                                 f"response_format {', '.join(refused)} ({error.message})",
                                 status_code=error.status_code, attempts=tokens.attempts,
+                                unsupported=True,
                             ) from error
                         # Ask again at once in the next form (a refusal is no failed
                         # attempt of the call, and costs no retry).

@@ -130,6 +130,7 @@ def test_a_server_with_no_structured_output_fails_clearly_and_is_remembered() ->
             call(fake.provider(max_retries=2))
         error = caught.value
         assert (error.kind, error.status_code, error.retryable) == ("http_error", 500, False)
+        assert error.unsupported
         assert "takes no structured output" in str(error)
         assert "json_schema, json_object_schema, json_object" in str(error)
         assert error.attempts == 3 and len(fake.requests) == 3  # one per rung, no retries
