@@ -65,13 +65,16 @@ def ok(value: Any, usage: dict[str, int] | None = None) -> Reply:
     return Reply(body=completion(json.dumps(value), usage))
 
 
-# What llama-cpp-python's server (0.3.x) answers a response_format it does not take: its
-# chat handler raises, and the server turns the exception into HTTP 500 with this body
-# (checked against the real server, tests/memhouse/test_real_llm.py).
+# What llama-cpp-python's server (0.3.36) answers a response_format type it does not take:
+# its route handler turns the request validation error into HTTP 500 with this body
+# (checked against the real server in tests/memhouse/test_real_llm.py).
 def refusal(kind: str) -> Reply:
-    return Reply(500, {"error": {"message": f"Unsupported response format type: {kind}. "
-                                            "Use 'text' or 'json_object'.",
-                                 "type": "internal_server_error"}})
+    detail = ("1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+              "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+              f"'json_object'\", 'input': '{kind}', 'ctx': {{'expected': \"'text' or "
+              "'json_object'\"}}\n")
+    return Reply(500, {"error": {"message": detail, "type": "internal_server_error",
+                                 "param": None, "code": None}})
 
 
 _TAKES = {"json_schema": {"text", "json_schema", "json_object"},
