@@ -60,9 +60,33 @@ def _embedder() -> str:
         return "unavailable"
 
 
+def _llm() -> tuple[str, str | None]:
+    """The generation provider: ``not_used`` without one; else whether it takes
+    structured output, and in which form (memhouse.llm.readiness probes it, cached)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from memhouse.llm import OpenAICompatibleProvider, get_provider, readiness
+
+    try:
+        provider = get_provider()
+    except (ImproperlyConfigured, ValueError):
+        return "misconfigured", None
+    if provider is None:
+        return "not_used", None
+    if not isinstance(provider, OpenAICompatibleProvider):
+        return "ok", None
+    return readiness(provider)
+
+
 @transaction.non_atomic_requests
 def readyz(request: HttpRequest) -> JsonResponse:
-    checks = {**_database(), "broker": _broker(), "embedder": _embedder()}
-    ok = all(v in ("ok", "not_used", "degraded") for v in checks.values())
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks},
+    llm, response_format = _llm()
+    checks = {**_database(), "broker": _broker(), "embedder": _embedder(), "llm": llm}
+    # "degraded" still serves: a slow full-text index, or a model server that is down for
+    # now (every model feature falls back to its model-free path, call by call), as does
+    # a model whose first probe is still running. A model that takes no structured
+    # output, or refuses our key/model/URL, never will: not ready.
+    ok = all(v in ("ok", "not_used", "degraded", "probing") for v in checks.values())
+    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks,
+                         "llm_response_format": response_format},
                         status=200 if ok else 503)

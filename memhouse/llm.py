@@ -2,14 +2,29 @@
 
 Every model-backed feature (LLM extraction, reranking, ask, dream-time work) talks to a
 generation model through :class:`ChatProvider`. The only shipped implementation,
-:class:`OpenAICompatibleProvider`, speaks the OpenAI ``/chat/completions`` wire format with
-strict structured outputs (``response_format = json_schema``), which OpenAI, Azure OpenAI,
-vLLM, llama.cpp server, Ollama and LiteLLM all accept.
+:class:`OpenAICompatibleProvider`, speaks the OpenAI ``/chat/completions`` wire format and
+negotiates structured output with each server (:data:`FORMATS`, most constrained first):
+
+1. ``json_schema``: strict structured outputs (OpenAI, Azure OpenAI, vLLM, Ollama, LM Studio,
+   llama.cpp's own server, LiteLLM);
+2. ``json_object_schema``: ``{"type": "json_object", "schema": ...}``, the JSON mode with
+   a schema that llama-cpp-python's server (and llama.cpp's) turn into a grammar;
+3. ``json_object``: plain JSON mode.
+
+From the second rung on the schema also travels in the system prompt. A server refuses a
+rung with an HTTP error that names the response format (llama-cpp-python answers HTTP 500
+to ``json_schema``); the provider then asks again at once one rung lower, and remembers per
+base URL, for the process, the rung that worked (:func:`structured_output`). A server that
+refuses all three is remembered as ``unsupported``, the call fails with a non-retryable
+``http_error`` saying so, and :func:`readiness` (``/readyz``) reports it. The choice is not
+persisted: servers are upgraded or swapped behind one URL, and re-learning costs one
+refused request per rung per process.
 
 Contract of ``complete_json``:
 
 * it returns a ``dict`` that has been validated against ``schema`` by :func:`validate_json`
-  (a provider that ignores ``strict`` cannot smuggle a malformed object into the pipeline);
+  whatever the response format (a provider that ignores ``strict``, or a JSON mode without
+  a grammar, cannot smuggle a malformed object into the pipeline);
 * it raises :class:`ProviderError` and nothing else for provider-side failures, with ``kind``
   one of ``timeout``, ``http_error``, ``invalid_response``, ``connection``;
 * transient failures (timeouts, connection errors, HTTP 429 and 5xx, unparsable or
@@ -35,6 +50,7 @@ import logging
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -50,6 +66,8 @@ __all__ = [
     "SchemaValidationError",
     "TokenUsage",
     "get_provider",
+    "readiness",
+    "structured_output",
     "validate_json",
 ]
 
@@ -63,7 +81,8 @@ class ProviderError(Exception):
     """A generation call failed; ``kind`` says how.
 
     ``status_code`` is set for ``http_error``; ``attempts`` is how many requests were made;
-    ``retryable`` says whether this single failure was of a transient class.
+    ``retryable`` says whether this single failure was of a transient class;
+    ``unsupported`` that the server refused every structured response format.
     """
 
     def __init__(
@@ -75,6 +94,7 @@ class ProviderError(Exception):
         attempts: int = 1,
         retryable: bool = False,
         retry_after: float | None = None,
+        unsupported: bool = False,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown ProviderError kind {kind!r}; expected one of {ERROR_KINDS}")
@@ -85,6 +105,7 @@ class ProviderError(Exception):
         self.attempts = attempts
         self.retryable = retryable
         self.retry_after = retry_after
+        self.unsupported = unsupported
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
@@ -183,6 +204,7 @@ class OpenAICompatibleProvider:
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 4.0,
+        max_tokens: int | None = None,
         name: str = "openai-compatible",
         extra_headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
@@ -203,6 +225,7 @@ class OpenAICompatibleProvider:
         self.max_retries = int(max_retries)
         self.backoff_seconds = float(backoff_seconds)
         self.max_backoff_seconds = float(max_backoff_seconds)
+        self.max_tokens = int(max_tokens) if max_tokens else None
         self._api_key = api_key or None
         self._extra_headers = dict(extra_headers or {})
         self._transport = transport
@@ -217,27 +240,33 @@ class OpenAICompatibleProvider:
 
     @property
     def response_format(self) -> str:
-        """What this server was last seen to accept: "json_schema" (the default, tried
-        first) or "json_object" (the schema then travels in the prompt)."""
-        return _FORMATS.get(self.base_url, JSON_SCHEMA)
+        """The response format this server was last seen to take (:data:`FORMATS`), or
+        ``json_schema`` (the first rung) while that is unknown or none worked."""
+        known = _FORMATS.get(self.base_url)
+        return known if known in FORMATS else JSON_SCHEMA
 
     def request_body(
         self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
-        mode: str = "json_schema",
+        mode: str = "json_schema", max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        if mode == JSON_OBJECT:
-            # Servers without structured outputs (llama.cpp's, LM Studio's older ones)
-            # take json_object; the schema goes in the prompt and is still checked here.
-            system = (f"{system}\n\nAnswer with one JSON object, and nothing else, that "
-                      f"validates against this JSON Schema ({schema_name}):\n"
-                      f"{json.dumps(schema, separators=(',', ':'))}")
-            response_format: dict[str, Any] = {"type": JSON_OBJECT}
-        else:
+        if mode not in FORMATS:
+            raise ValueError(f"unknown response format {mode!r}; expected one of {FORMATS}")
+        response_format: dict[str, Any]
+        if mode == JSON_SCHEMA:
             response_format = {
                 "type": JSON_SCHEMA,
                 "json_schema": {"name": schema_name, "strict": True, "schema": schema},
             }
-        return {
+        else:
+            # JSON mode does not carry the schema to the model by itself: say it in the
+            # prompt (the answer is still checked here against the schema).
+            system = (f"{system}\n\nAnswer with one JSON object, and nothing else, that "
+                      f"validates against this JSON Schema ({schema_name}):\n"
+                      f"{json.dumps(schema, separators=(',', ':'))}")
+            response_format = {"type": JSON_OBJECT}
+            if mode == JSON_OBJECT_SCHEMA:
+                response_format["schema"] = grammar_hint(schema)
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": system},
@@ -246,6 +275,10 @@ class OpenAICompatibleProvider:
             "temperature": 0,
             "response_format": response_format,
         }
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        return body
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -264,6 +297,30 @@ class OpenAICompatibleProvider:
         timeout: float | None = None,
         total_timeout: float | None = None,
     ) -> dict[str, Any]:
+        return self._metered(system=system, user=user, schema=schema, schema_name=schema_name,
+                             timeout=timeout, total_timeout=total_timeout)
+
+    def probe(self, *, timeout: float | None = None) -> str:
+        """Find the response format this server takes with one tiny call (no retries;
+        a refused rung costs one more request): returns it, or ``unsupported``. A server
+        that cannot be asked raises :class:`ProviderError`. Metered like any call (as
+        ``structured_output_probe``, attributed to no Account)."""
+        try:
+            self._metered(system=PROBE_SYSTEM, user=PROBE_USER, schema=PROBE_SCHEMA,
+                          schema_name=PROBE_PURPOSE, timeout=timeout, total_timeout=None,
+                          retries=0, max_tokens=PROBE_MAX_TOKENS)
+        except ProviderError as error:
+            # The server took the format but the model's answer did not check out: that
+            # is the model, not the server, and calls will validate and retry.
+            if error.unsupported:
+                return UNSUPPORTED
+            if error.kind != "invalid_response":
+                raise
+        return _FORMATS.get(self.base_url, UNSUPPORTED)
+
+    def _metered(self, *, system: str, user: str, schema: dict[str, Any], schema_name: str,
+                 timeout: float | None, total_timeout: float | None,
+                 retries: int | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         tokens = TokenUsage()
         started = time.monotonic()
         outcome = "ok"
@@ -271,7 +328,7 @@ class OpenAICompatibleProvider:
         try:
             return self._complete(system=system, user=user, schema=schema,
                                   schema_name=schema_name, timeout=timeout, tokens=tokens,
-                                  ends=ends)
+                                  ends=ends, retries=retries, max_tokens=max_tokens)
         except ProviderError as error:
             outcome = error.kind
             raise
@@ -289,13 +346,20 @@ class OpenAICompatibleProvider:
         timeout: float | None,
         tokens: TokenUsage,
         ends: float | None = None,
+        retries: int | None = None,
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
         mode = self.response_format
-        body = self.request_body(system=system, user=user, schema=schema,
-                                 schema_name=schema_name, mode=mode)
+
+        def body_for(mode: str) -> dict[str, Any]:
+            return self.request_body(system=system, user=user, schema=schema,
+                                     schema_name=schema_name, mode=mode, max_tokens=max_tokens)
+
+        body = body_for(mode)
         per_attempt = self.timeout if timeout is None else float(timeout)
-        attempts_allowed = self.max_retries + 1
+        attempts_allowed = (self.max_retries if retries is None else retries) + 1
         last: ProviderError | None = None
+        refused: list[str] = []
         attempt = 0
         with httpx.Client(
             timeout=httpx.Timeout(per_attempt), transport=self._transport, follow_redirects=False
@@ -319,14 +383,25 @@ class OpenAICompatibleProvider:
                     value = self._attempt(client, body, schema, tokens, attempt_timeout)
                 except ProviderError as error:
                     error.attempts = tokens.attempts
-                    if mode == JSON_SCHEMA and _format_refused(error):
-                        # Ask again at once in the form this server takes, and remember it
-                        # for this base URL (a refusal is no failed attempt of the call).
-                        mode = JSON_OBJECT
-                        body = self.request_body(system=system, user=user, schema=schema,
-                                                 schema_name=schema_name, mode=mode)
+                    if _format_refused(error):
+                        refused.append(mode)
+                        lower = _next_rung(refused)
+                        if lower is None:
+                            _FORMATS[self.base_url] = UNSUPPORTED
+                            raise ProviderError(
+                                "http_error",
+                                "the provider takes no structured output: it refused "
+                                f"response_format {', '.join(refused)} ({error.message})",
+                                status_code=error.status_code, attempts=tokens.attempts,
+                                unsupported=True,
+                            ) from error
+                        # Ask again at once in the next form (a refusal is no failed
+                        # attempt of the call, and costs no retry).
+                        mode, body = lower, body_for(lower)
                         attempt, last = attempt - 1, None
                         continue
+                    if error.kind == "invalid_response":
+                        _FORMATS[self.base_url] = mode  # the server took the format
                     if not error.retryable:
                         raise
                     last = error
@@ -450,18 +525,114 @@ def _meter(*, purpose: str, outcome: str, tokens: TokenUsage, seconds: float) ->
         logging.getLogger(__name__).exception("model call metering failed")
 
 
-JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
-# base URL -> the response format its server accepted last (per process).
+JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT = "json_schema", "json_object_schema", "json_object"
+# The negotiation ladder, most constrained first; UNSUPPORTED: the server refused them all.
+FORMATS: tuple[str, ...] = (JSON_SCHEMA, JSON_OBJECT_SCHEMA, JSON_OBJECT)
+UNSUPPORTED = "unsupported"
+# base URL -> the response format its server took last, or UNSUPPORTED (per process).
 _FORMATS: dict[str, str] = {}
-_FORMAT_WORDS = re.compile(r"response_format|json_schema|structured output|response format",
-                           re.I)
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output|"
+                           r"response format", re.I)
 
 
 def _format_refused(error: ProviderError) -> bool:
-    """The server refused the json_schema response format (a 4xx or 5xx whose message
-    names it), as servers without structured outputs do."""
+    """The server refused the response format (a 4xx or 5xx whose message names it), as
+    servers without structured outputs do: llama-cpp-python answers HTTP 500 with its
+    request validation error, others 400 or 422."""
     return (error.kind == "http_error" and error.status_code in (400, 415, 422, 500, 501)
-            and bool(_FORMAT_WORDS.search(str(error))))
+            and bool(_FORMAT_WORDS.search(error.message)))
+
+
+# Size bounds above this are left out of the schema sent as a grammar: llama.cpp expands
+# {m,n} repetitions into nested rules, refuses more than 2000 of them, and
+# llama-cpp-python 0.3.36 then crashes (segfault) instead of answering an error.
+GRAMMAR_MAX_REPETITION = 256
+_SIZE_WORDS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties",
+               "minProperties")
+
+
+def grammar_hint(schema: Any) -> Any:
+    """``schema`` for servers that build a grammar from it, without size bounds above
+    :data:`GRAMMAR_MAX_REPETITION` (the answer is still validated against the full one)."""
+    if isinstance(schema, list):
+        return [grammar_hint(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: grammar_hint(value) for key, value in schema.items()
+            if not (key in _SIZE_WORDS and isinstance(value, int)
+                    and value > GRAMMAR_MAX_REPETITION)}
+
+
+def _next_rung(refused: list[str]) -> str | None:
+    """The most constrained rung not refused during this call (a call that started from a
+    remembered lower rung tries the upper ones too before giving up), or None."""
+    return next((mode for mode in FORMATS if mode not in refused), None)
+
+
+def structured_output(base_url: str) -> str | None:
+    """What this process knows of the server at ``base_url``: the response format it took
+    last (:data:`FORMATS`), ``unsupported``, or None before any call."""
+    return _FORMATS.get(base_url.rstrip("/"))
+
+
+# The readiness probe: a tiny call whose only question is which format the server takes.
+PROBE_PURPOSE = "structured_output_probe"
+PROBE_SYSTEM = "You check that structured output works. Answer with JSON only."
+PROBE_USER = 'Answer {"ok": true}.'
+PROBE_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                                "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
+PROBE_MAX_TOKENS = 16
+# /readyz waits this long for a probe, then answers "probing" (a cold CPU model can take
+# longer than a health check's timeout); the probe goes on in its own thread.
+PROBE_WAIT_SECONDS = 5.0
+# How long a probe's answer stands: a settled one (ok/unsupported) for minutes, a failure
+# to ask for seconds; so probes cost one tiny model call per process per 5 min. A stale
+# answer is still reported while the next probe runs.
+READY_TTL_SECONDS, RETRY_TTL_SECONDS = 300.0, 30.0
+_READINESS: dict[str, tuple[float, str, str | None]] = {}
+_PROBES: dict[str, threading.Thread] = {}
+_PROBES_LOCK = threading.Lock()
+
+
+def _probe_into_cache(provider: OpenAICompatibleProvider) -> None:
+    format_: str | None = None
+    try:
+        found = provider.probe()
+    except ProviderError as error:
+        check = ("rejected" if error.kind == "http_error" and error.status_code is not None
+                 and 400 <= error.status_code < 500 and error.status_code not in (408, 429)
+                 else "degraded")
+    except Exception:  # a probe reports, it does not raise
+        logging.getLogger(__name__).exception("structured output probe failed")
+        check = "degraded"
+    else:
+        check = "ok" if found in FORMATS else "unsupported"
+        format_ = found if found in FORMATS else None
+    ttl = READY_TTL_SECONDS if check in ("ok", "unsupported") else RETRY_TTL_SECONDS
+    _READINESS[provider.base_url] = (time.monotonic() + ttl, check, format_)
+
+
+def readiness(provider: OpenAICompatibleProvider,
+              wait: float | None = None) -> tuple[str, str | None]:
+    """(check, response format) of ``provider`` for ``/readyz``. ``check`` is ``ok``,
+    ``unsupported`` (no structured output at all), ``rejected`` (a 4xx: key, model name
+    or URL wrong, so no call can succeed), ``degraded`` (unreachable, timing out, 429 or
+    5xx: calls fail for now and every feature falls back to its model-free path) or
+    ``probing`` (the first probe has not answered within ``wait`` seconds, by default
+    :data:`PROBE_WAIT_SECONDS`)."""
+    cached = _READINESS.get(provider.base_url)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1], cached[2]
+    with _PROBES_LOCK:
+        probe = _PROBES.get(provider.base_url)
+        if probe is None or not probe.is_alive():
+            probe = threading.Thread(target=_probe_into_cache, args=(provider,), daemon=True,
+                                     name="memhouse-llm-probe")
+            _PROBES[provider.base_url] = probe
+            probe.start()
+    probe.join(PROBE_WAIT_SECONDS if wait is None else wait)
+    cached = _READINESS.get(provider.base_url)  # fresh, or stale while the probe runs
+    return (cached[1], cached[2]) if cached is not None else ("probing", None)
 
 
 def _error_detail(response: httpx.Response) -> str:
@@ -470,9 +641,13 @@ def _error_detail(response: httpx.Response) -> str:
         payload = response.json()
     except ValueError:
         return ""
-    detail: Any = payload.get("error") if isinstance(payload, dict) else None
+    detail: Any = None
+    if isinstance(payload, dict):  # OpenAI's {"error": ...}, or FastAPI's {"detail": ...}
+        detail = payload.get("error") or payload.get("detail")
     if isinstance(detail, dict):
         detail = detail.get("message") or detail.get("type")
+    if isinstance(detail, list):  # request validation errors
+        detail = json.dumps(detail)
     if not isinstance(detail, str) or not detail:
         return ""
     detail = " ".join(detail.split())
@@ -495,8 +670,10 @@ def get_provider() -> ChatProvider | None:
 
     Settings: ``MEMHOUSE_LLM_BASE_URL`` (empty = no provider), ``MEMHOUSE_LLM_MODEL``
     (required when a base URL is set), ``MEMHOUSE_LLM_API_KEY`` (optional),
-    ``MEMHOUSE_LLM_TIMEOUT`` (seconds per attempt, default 30) and the optional
-    ``MEMHOUSE_LLM_MAX_RETRIES`` (default 2).
+    ``MEMHOUSE_LLM_TIMEOUT`` (seconds per attempt, default 30), the optional
+    ``MEMHOUSE_LLM_MAX_RETRIES`` (default 2) and ``MEMHOUSE_LLM_MAX_TOKENS`` (0: no
+    ``max_tokens`` is sent, as OpenAI's newer models refuse it; set it for local servers,
+    where a small model can otherwise generate until its context is full).
     """
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
@@ -512,6 +689,9 @@ def get_provider() -> ChatProvider | None:
     timeout = float(raw_timeout) if raw_timeout not in (None, "") else DEFAULT_TIMEOUT_SECONDS
     raw_retries = getattr(settings, "MEMHOUSE_LLM_MAX_RETRIES", DEFAULT_MAX_RETRIES)
     max_retries = int(raw_retries) if raw_retries not in (None, "") else DEFAULT_MAX_RETRIES
+    raw_max_tokens = getattr(settings, "MEMHOUSE_LLM_MAX_TOKENS", 0)
+    max_tokens = int(raw_max_tokens) if raw_max_tokens not in (None, "") else 0
     return OpenAICompatibleProvider(
-        base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries
+        base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries,
+        max_tokens=max_tokens or None,
     )

@@ -257,6 +257,9 @@ MEMHOUSE_LLM_MODEL = env_str("MEMHOUSE_LLM_MODEL", "")
 MEMHOUSE_LLM_API_KEY = env_str("MEMHOUSE_LLM_API_KEY", "")
 MEMHOUSE_LLM_TIMEOUT = env_float("MEMHOUSE_LLM_TIMEOUT", 20.0)
 MEMHOUSE_LLM_MAX_RETRIES = env_int("MEMHOUSE_LLM_MAX_RETRIES", 2)
+# 0: no max_tokens in requests (OpenAI's newer models refuse the parameter); set it for
+# local servers, where a small model may otherwise generate until its context is full.
+MEMHOUSE_LLM_MAX_TOKENS = env_int("MEMHOUSE_LLM_MAX_TOKENS", 0)
 # auto: the LLM extractor when a provider is configured, else rule-based; rule: never a model.
 MEMHOUSE_EXTRACTOR = env_str("MEMHOUSE_EXTRACTOR", "auto")
 

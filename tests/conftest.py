@@ -120,17 +120,12 @@ def _close_strategy_connections(django_db_setup: Any, django_db_blocker: Any) ->
 
 @pytest.fixture
 def fake_openai(settings: Any) -> Any:
-    """A loopback OpenAI-compatible server configured as the generation provider; it
-    records every request and answers from its queue of replies (tests.memhouse.test_llm)."""
-    from tests.memhouse.test_llm import FakeOpenAI
+    """The fake OpenAI-compatible server (tests.fake_llm) on loopback, configured as the
+    generation provider; it records every request and answers from its script."""
+    from tests.fake_llm import FakeOpenAI
 
-    server = FakeOpenAI()
-    server.thread.start()
-    settings.MEMHOUSE_LLM_BASE_URL = server.base_url
-    settings.MEMHOUSE_LLM_MODEL = "test-model"
-    settings.MEMHOUSE_LLM_TIMEOUT = 5
-    try:
+    with FakeOpenAI() as server:
+        settings.MEMHOUSE_LLM_BASE_URL = server.base_url
+        settings.MEMHOUSE_LLM_MODEL = "test-model"
+        settings.MEMHOUSE_LLM_TIMEOUT = 5
         yield server
-    finally:
-        server.server.shutdown()
-        server.server.server_close()

@@ -1,15 +1,15 @@
-"""Fixtures for governance tests: persona API keys and a fake generation provider."""
+"""Fixtures for governance tests: persona API keys and the fake generation provider."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from knowledge import services
 from memhouse.tenancy import account_context
-from tests.governance.helpers import FakeProvider, Keys
+from tests.fake_llm import FakeOpenAI
+from tests.governance.helpers import Keys
 
 
 @pytest.fixture
@@ -27,15 +27,7 @@ def keys(committed_world: Any) -> Keys:
 
 
 @pytest.fixture
-def fake_llm(settings: Any) -> Iterator[FakeProvider]:
-    fake = FakeProvider()
-    fake.thread.start()
-    settings.MEMHOUSE_LLM_BASE_URL = fake.base_url
-    settings.MEMHOUSE_LLM_MODEL = "test-model"
+def fake_llm(fake_openai: FakeOpenAI, settings: Any) -> FakeOpenAI:
     settings.MEMHOUSE_LLM_API_KEY = "sk-test"
     settings.MEMHOUSE_LLM_MAX_RETRIES = 0
-    try:
-        yield fake
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
+    return fake_openai

@@ -1,13 +1,9 @@
 """Governance test helpers: statements made the way the pipeline makes them (a message as
-provenance, then the gates), API keys for the personas, a real fake OpenAI-compatible
-server, and real-HTTP calls."""
+provenance, then the gates), API keys for the personas, and real-HTTP calls."""
 
 from __future__ import annotations
 
-import json
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -82,45 +78,3 @@ def api(live_server: Any, key: str, method: str, path: str, body: Any = None,
     return httpx.request(method, f"{live_server.url}/api/v1/{path}", json=body,
                          params=params or None, timeout=60,
                          headers={"Authorization": f"Bearer {key}"})
-
-
-# --- a fake OpenAI-compatible server ----------------------------------------------------
-
-class FakeProvider:
-    """`/v1/chat/completions` answering from a script; records each request body."""
-
-    def __init__(self) -> None:
-        self.replies: list[tuple[int, Any]] = []
-        self.requests: list[dict[str, Any]] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                fake.requests.append({"path": self.path, "json": json.loads(raw or b"null")})
-                status, content = fake.replies.pop(0) if fake.replies else (
-                    500, {"error": {"message": "script exhausted"}})
-                body = content if status != 200 else {
-                    "id": "chatcmpl-test", "object": "chat.completion", "model": "test-model",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant",
-                                             "content": json.dumps(content)}}]}
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"

@@ -14,8 +14,8 @@ from governance import workers
 from knowledge.models import Knowledge
 from knowledge.prompts import operation_of, prompt_identity
 from memhouse.tenancy import account_context
+from tests.fake_llm import ok
 from tests.governance.helpers import active_about
-from tests.memhouse.test_llm import ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

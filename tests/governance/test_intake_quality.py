@@ -13,6 +13,7 @@ import pytest
 from governance.models import PeerQuestion, Validation
 from knowledge.models import AuditEntry, Knowledge, KnowledgeSource, LifecycleEvent, Relation
 from memhouse.tenancy import account_context
+from tests.fake_llm import ok
 from tests.governance.helpers import api
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -292,19 +293,19 @@ def _model_claim(statement: str, evidence: str, replaces: str | None = None) -> 
 
 def test_with_a_provider_the_model_names_what_a_claim_replaces_from_what_it_was_shown(
         live_server: Any, keys: Any, committed_world: Any, fake_llm: Any) -> None:
-    fake_llm.replies.append((200, _model_claim("Alice rides the 38 bus to work.",
-                                               "I take the 38 bus to work")))
+    fake_llm.script.append(ok(_model_claim("Alice rides the 38 bus to work.",
+                                          "I take the 38 bus to work")))
     post(live_server, keys.alice, "I take the 38 bus to work.")
     bus = rows(committed_world, "bus")[0]
     assert bus.state == "active" and bus.extractor == "llm/llm-v3"
     # An id the model was not shown is ignored: nothing is retired.
-    fake_llm.replies.append((200, _model_claim("Alice cycles to work on Fridays.",
-                                               "I cycle on Fridays",
-                                               replaces="00000000-0000-4000-8000-000000000000")))
+    fake_llm.script.append(ok(_model_claim("Alice cycles to work on Fridays.",
+                                          "I cycle on Fridays",
+                                          replaces="00000000-0000-4000-8000-000000000000")))
     post(live_server, keys.alice, "I cycle on Fridays.", at=T0 + timedelta(days=1))
-    fake_llm.replies.append((200, _model_claim("Alice cycles to work every day.",
-                                               "I cycle to work every day now",
-                                               replaces=str(bus.pk))))
+    fake_llm.script.append(ok(_model_claim("Alice cycles to work every day.",
+                                          "I cycle to work every day now",
+                                          replaces=str(bus.pk))))
     post(live_server, keys.alice, "I cycle to work every day now.", at=T0 + timedelta(days=2))
     shown = fake_llm.requests[-1]["json"]["messages"][-1]["content"]
     assert str(bus.pk) in shown and "current_statements" in shown

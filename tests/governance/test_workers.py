@@ -15,6 +15,7 @@ from knowledge.models import AuditEntry, Knowledge, LifecycleEvent, Relation
 from memhouse.celery_schedule import BEAT_SCHEDULE
 from memhouse.tenancy import account_context
 from retrieval.models import EmbeddingSpace, KnowledgeVector
+from tests.fake_llm import Reply, ok
 from tests.governance.helpers import active_about, held_scope_claim, provisional_about
 
 
@@ -40,7 +41,7 @@ def test_deduction_with_a_model_creates_a_gated_derived_statement(world, fake_ll
     jazz = active_about(world, "Alice likes jazz.")
     camping = active_about(world, "Alice likes camping.", sensitivity="personal")
     active_about(world, "Bob likes chess.", subject=world.member)  # a group of one: skipped
-    fake_llm.replies.append((200, _deduction()))
+    fake_llm.script.append(ok(_deduction()))
     result = workers.deduce(world.account.id)
     assert (result["status"], result["groups"], result["created"]) == ("ok", 1, 1)
     # The request is the OpenAI wire format with a strict schema; the prompt lists the
@@ -86,15 +87,15 @@ def test_deduction_with_a_model_creates_a_gated_derived_statement(world, fake_ll
 def test_a_failing_or_confused_model_invents_nothing(world, fake_llm):
     active_about(world, "Alice likes jazz.")
     active_about(world, "Alice likes camping.")
-    fake_llm.replies.append((503, {"error": {"message": "overloaded"}}))
+    fake_llm.script.append(Reply(503, {"error": {"message": "overloaded"}}))
     result = workers.deduce(world.account.id)
     assert (result["failed"], result["created"]) == (1, 0)
     assert not DeductionRun.objects.exists()  # retried on the next run
     # A deduction naming only one real contributor is dropped.
-    fake_llm.replies.append((200, _deduction(refs=("S1", "S9"))))
+    fake_llm.script.append(ok(_deduction(refs=("S1", "S9"))))
     result = workers.deduce(world.account.id)
     assert result["created"] == 0 and not Knowledge.objects.filter(extractor="deduction").exists()
-    fake_llm.replies.append((200, {"deductions": "nope"}))  # schema violation
+    fake_llm.script.append(ok({"deductions": "nope"}))  # schema violation
     assert workers.deduce(world.account.id)["groups"] == 0  # that group is recorded as done
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -15,54 +14,33 @@ from knowledge.ingest.services import IncomingMessage, messages_ingest
 from knowledge.models import Knowledge
 from memhouse.principal import Principal
 from memhouse.tenancy import account_context
+from tests.fake_llm import FakeOpenAI, Reply, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class FakeModel:
-    """An OpenAI-compatible server on loopback that records what it saw."""
-
-    def __init__(self, status: int = 200) -> None:
-        self.status = status
-        self.connection_open_during_call: list[bool] = []
-        self.watch = connections["default"]  # the caller thread's connection wrapper
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                fake.connection_open_during_call.append(fake.watch.connection is not None)
-                content = json.dumps({"claims": [{
-                    "statement": "Caroline adopted a greyhound.", "subject": "speaker",
-                    "kind": "event", "confidence": 0.8, "sensitivity": "internal",
-                    "relative_date": None, "absolute_from": None, "absolute_until": None,
-                    "evidence": "I adopted a greyhound", "replaces": None}]})
-                body = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
-                self.send_response(fake.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
+CLAIMS = {"claims": [{
+    "statement": "Caroline adopted a greyhound.", "subject": "speaker", "kind": "event",
+    "confidence": 0.8, "sensitivity": "internal", "relative_date": None,
+    "absolute_from": None, "absolute_until": None, "evidence": "I adopted a greyhound",
+    "replaces": None}]}
 
 
 @pytest.fixture
-def fake_model(settings):
-    model = FakeModel()
-    settings.MEMHOUSE_LLM_BASE_URL = model.url
+def fake_model(fake_openai: FakeOpenAI, settings) -> Iterator[FakeOpenAI]:
+    """The fake provider answering every call with one claim, noting whether the
+    caller's thread held a database connection while it waited."""
     settings.MEMHOUSE_LLM_MODEL = "fake-extractor"
     settings.MEMHOUSE_LLM_MAX_RETRIES = 0
-    yield model
-    model.close()
+    watch = connections["default"]  # the caller thread's connection wrapper
+    fake_openai.connection_open_during_call = []
+
+    def answer(request: dict[str, Any]) -> Reply:
+        fake_openai.connection_open_during_call.append(watch.connection is not None)
+        return ok(CLAIMS)
+
+    fake_openai.default = answer
+    yield fake_openai
 
 
 def _ingest(w, text: str) -> None:
@@ -85,7 +63,7 @@ def test_model_extraction_runs_with_no_database_connection_held(committed_world,
 
 
 def test_a_failing_model_degrades_to_the_rule_based_extractor(committed_world, fake_model):
-    fake_model.status = 500
+    fake_model.default = Reply(500, {"error": {"message": "boom"}})
     _ingest(committed_world, "I adopted a greyhound named Pixel.")
     with account_context(committed_world.account.id):
         k = Knowledge.objects.get()

@@ -116,7 +116,7 @@ def test_health_probes(live_server, db):
     r = httpx.get(f"{live_server.url}/readyz")
     assert r.status_code == 200
     assert r.json()["checks"] == {"database": "ok", "migrations": "ok", "broker": "not_used",
-                                  "embedder": "ok", "lexical_index": "ok"}
+                                  "embedder": "ok", "lexical_index": "ok", "llm": "not_used"}
 
 
 def test_readiness_reports_an_unusable_lexical_index_as_degraded(live_server, db):

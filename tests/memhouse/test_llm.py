@@ -1,4 +1,4 @@
-"""memhouse.llm against a real fake OpenAI-compatible HTTP server on 127.0.0.1."""
+"""memhouse.llm against the fake OpenAI-compatible HTTP server on 127.0.0.1 (tests.fake_llm)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,14 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memhouse import llm
 from memhouse.llm import (
     ERROR_KINDS,
     ChatProvider,
@@ -25,6 +23,7 @@ from memhouse.llm import (
     SchemaValidationError,
     validate_json,
 )
+from tests.fake_llm import FakeOpenAI, Reply, completion, ok
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -38,103 +37,10 @@ SCHEMA: dict[str, Any] = {
 GOOD = {"answer": "forty-two", "score": 7}
 
 
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None  # dict -> JSON, str/bytes -> raw
-    delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def completion(content: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "model": "test-model",
-        "choices": [
-            {"index": 0, "finish_reason": "stop",
-             "message": {"role": "assistant", "content": content}}
-        ],
-    }
-
-
-def ok(value: Any = GOOD) -> Reply:
-    return Reply(body=completion(json.dumps(value)))
-
-
-class FakeOpenAI:
-    """A scripted ``/v1/chat/completions`` endpoint; records every request it receives."""
-
-    def __init__(self) -> None:
-        self.script: list[Reply] = []
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length)
-                with fake._lock:
-                    fake.requests.append({
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "json": json.loads(raw or b"null"),
-                    })
-                    reply = fake.script.pop(0) if fake.script else Reply(
-                        599, {"error": {"message": "script exhausted"}})
-                if reply.delay:
-                    time.sleep(reply.delay)
-                body = reply.body
-                if isinstance(body, (dict, list)):
-                    payload = json.dumps(body).encode()
-                elif isinstance(body, str):
-                    payload = body.encode()
-                else:
-                    payload = body or b""
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout tests)
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            block_on_close = False
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def provider(self, **kwargs: Any) -> OpenAICompatibleProvider:
-        options: dict[str, Any] = {"api_key": "sk-test-123", "timeout": 5.0,
-                                   "backoff_seconds": 0.0}
-        options.update(kwargs)
-        return OpenAICompatibleProvider(self.base_url, "test-model", **options)
-
-
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI()
-    server.thread.start()
-    try:
+    with FakeOpenAI() as server:
         yield server
-    finally:
-        server.server.shutdown()
-        server.server.server_close()
 
 
 def call(provider: OpenAICompatibleProvider, **kwargs: Any) -> dict[str, Any]:
@@ -148,7 +54,7 @@ def call(provider: OpenAICompatibleProvider, **kwargs: Any) -> dict[str, Any]:
 
 
 def test_valid_answer_and_exact_request(fake: FakeOpenAI) -> None:
-    fake.script = [ok()]
+    fake.script = [ok(GOOD)]
     provider = fake.provider()
     assert isinstance(provider, ChatProvider)
 
@@ -172,46 +78,169 @@ def test_valid_answer_and_exact_request(fake: FakeOpenAI) -> None:
     }
 
 
-def test_a_server_without_structured_outputs_gets_json_object_and_is_remembered(
-        fake: FakeOpenAI) -> None:
-    # llama.cpp-style servers refuse response_format json_schema (HTTP 500 naming it).
-    refused = Reply(500, {"error": {"message": "Unsupported response_format type: "
-                                               "json_schema; use text or json_object"}})
-    fake.script = [refused, ok()]
-    provider = fake.provider(max_retries=0)  # the refusal costs no retry
-    assert provider.response_format == "json_schema"
-    assert call(provider) == GOOD
-    first, second = (r["json"] for r in fake.requests)
-    assert first["response_format"]["type"] == "json_schema"
-    assert second["response_format"] == {"type": "json_object"}
-    system = second["messages"][0]["content"]
-    assert system.startswith("You answer.") and json.dumps(SCHEMA, separators=(",", ":")) in system
-    # Remembered for this base URL: the next call (any provider object) asks that way.
-    fake.script = [ok()]
-    again = fake.provider()
-    assert again.response_format == "json_object"
-    assert call(again) == GOOD
-    assert fake.requests[-1]["json"]["response_format"] == {"type": "json_object"}
-    assert len(fake.requests) == 3
+# ------------------------------------------------------------------------------------------
+# Response format negotiation
+# ------------------------------------------------------------------------------------------
+
+SCHEMA_TEXT = json.dumps(SCHEMA, separators=(",", ":"))
 
 
-def test_an_answer_that_breaks_the_schema_is_refused_in_json_object_mode_too(
+def test_a_server_without_json_schema_gets_json_mode_with_the_schema_and_is_remembered() -> None:
+    # llama-cpp-python's server: json_schema refused (HTTP 500 naming it), json_object with
+    # a "schema" member taken (it becomes a grammar).
+    with FakeOpenAI(structured="json_object") as fake:
+        fake.script = [ok(GOOD)]
+        provider = fake.provider(max_retries=0)  # the refusal costs no retry
+        assert provider.response_format == "json_schema"
+        assert llm.structured_output(fake.base_url) is None
+        assert call(provider) == GOOD
+        assert fake.response_formats() == ["json_schema", "json_object"]
+        second = fake.requests[1]["json"]
+        assert second["response_format"] == {"type": "json_object", "schema": SCHEMA}
+        system = second["messages"][0]["content"]
+        assert system.startswith("You answer.") and SCHEMA_TEXT in system
+        assert second["messages"][1] == {"role": "user", "content": "What is it?"}
+        # Remembered for this base URL: the next call (any provider object) asks that way.
+        assert llm.structured_output(fake.base_url + "/") == "json_object_schema"
+        fake.script = [ok(GOOD)]
+        again = fake.provider()
+        assert again.response_format == "json_object_schema"
+        assert call(again) == GOOD
+        assert fake.response_formats() == ["json_schema", "json_object", "json_object"]
+
+
+def test_a_server_refusing_the_schema_member_gets_plain_json_mode(fake: FakeOpenAI) -> None:
+    # A strict validator (FastAPI's 422 shape) that takes json_object but no extra member.
+    fake.script = [
+        Reply(400, {"error": {"message": "response_format.type 'json_schema' is unsupported"}}),
+        Reply(422, {"detail": [{"loc": ["body", "response_format", "schema"],
+                                "msg": "Extra inputs are not permitted"}]}),
+        ok(GOOD)]
+    assert call(fake.provider(max_retries=0)) == GOOD
+    third = fake.requests[2]["json"]
+    assert third["response_format"] == {"type": "json_object"}
+    assert SCHEMA_TEXT in third["messages"][0]["content"]
+    assert llm.structured_output(fake.base_url) == "json_object"
+
+
+def test_a_server_with_no_structured_output_fails_clearly_and_is_remembered() -> None:
+    with FakeOpenAI(structured="none") as fake:
+        fake.script = [ok(GOOD)]
+        with pytest.raises(ProviderError) as caught:
+            call(fake.provider(max_retries=2))
+        error = caught.value
+        assert (error.kind, error.status_code, error.retryable) == ("http_error", 500, False)
+        assert error.unsupported
+        assert "takes no structured output" in str(error)
+        assert "json_schema, json_object_schema, json_object" in str(error)
+        assert error.attempts == 3 and len(fake.requests) == 3  # one per rung, no retries
+        assert fake.script == [ok(GOOD)]  # nothing was answered
+        assert llm.structured_output(fake.base_url) == "unsupported"
+        # The server is upgraded behind the same URL: the next call negotiates again.
+        fake.structured = "json_schema"
+        assert call(fake.provider()) == GOOD
+        assert llm.structured_output(fake.base_url) == "json_schema"
+
+
+def test_a_remembered_lower_rung_that_is_refused_later_tries_the_upper_ones(
         fake: FakeOpenAI) -> None:
-    refused = Reply(400, {"error": {"message": "response_format json_schema not supported"}})
-    fake.script = [refused, Reply(body=completion(json.dumps({"unexpected": 1})))]
-    with pytest.raises(ProviderError) as caught:
-        call(fake.provider(max_retries=0))
-    assert caught.value.kind == "invalid_response"
+    fake.script = [Reply(500, {"error": {"message": "response_format json_schema: no"}}),
+                   ok(GOOD)]
+    assert call(fake.provider()) == GOOD
+    assert llm.structured_output(fake.base_url) == "json_object_schema"
+    # The server behind the URL now takes json_schema and refuses JSON mode.
+    fake.script = [Reply(400, {"error": {"message": "json_object response format removed"}}),
+                   ok(GOOD)]
+    assert call(fake.provider(max_retries=0)) == GOOD
+    assert fake.response_formats()[2:] == ["json_object", "json_schema"]
+    assert llm.structured_output(fake.base_url) == "json_schema"
+
+
+def test_an_answer_that_breaks_the_schema_is_refused_in_json_mode_too() -> None:
+    with FakeOpenAI(structured="json_object") as fake:
+        fake.script = [ok({"unexpected": 1}), ok({"answer": "x", "score": 99}), ok(GOOD)]
+        with pytest.raises(ProviderError) as caught:
+            call(fake.provider(max_retries=1))
+        assert caught.value.kind == "invalid_response" and caught.value.attempts == 3
+        assert fake.response_formats() == ["json_schema", "json_object", "json_object"]
+        # The server took the format even though the model's answers were wrong.
+        assert llm.structured_output(fake.base_url) == "json_object_schema"
+
+
+def test_the_schema_sent_as_a_grammar_leaves_out_huge_size_bounds() -> None:
+    # llama.cpp refuses grammars with more than 2000 repetitions (llama-cpp-python then
+    # crashes): the hint drops such bounds, the answer is still checked against them.
+    schema = {"type": "object", "additionalProperties": False, "required": ["answer"],
+              "properties": {"answer": {"type": "string", "maxLength": 4000},
+                             "tags": {"type": "array", "maxItems": 24,
+                                      "items": {"type": "string", "maxLength": 100}}}}
+    with FakeOpenAI(structured="json_object") as fake:
+        fake.script = [ok({"answer": "x" * 4001}), ok({"answer": "fine"})]
+        provider = fake.provider(max_retries=1, max_tokens=300)
+        assert provider.complete_json(system="s", user="u", schema=schema,
+                                      schema_name="answer_v1") == {"answer": "fine"}
+        hint = fake.requests[1]["json"]["response_format"]["schema"]
+        assert "maxLength" not in hint["properties"]["answer"]
+        assert hint["properties"]["tags"]["maxItems"] == 24  # small bounds stay
+        assert hint["properties"]["tags"]["items"]["maxLength"] == 100
+        assert schema["properties"]["answer"]["maxLength"] == 4000  # the caller's is intact
+        assert [r["json"]["max_tokens"] for r in fake.requests] == [300, 300, 300]
+    with FakeOpenAI() as fake:
+        fake.script = [ok(GOOD)]
+        call(fake.provider())
+        assert "max_tokens" not in fake.requests[0]["json"]  # not sent unless configured
+
+
+def test_an_unrelated_server_error_is_no_refusal(fake: FakeOpenAI) -> None:
+    fake.script = [Reply(500, {"error": {"message": "CUDA out of memory"}}), ok(GOOD)]
+    assert call(fake.provider()) == GOOD
+    assert fake.response_formats() == ["json_schema", "json_schema"]  # a plain retry
+    assert llm.structured_output(fake.base_url) == "json_schema"
+
+
+def test_negotiation_is_metered_as_one_call_with_every_request(fake: FakeOpenAI) -> None:
+    from memhouse import observability as obs
+
+    def calls(outcome: str) -> float:
+        return float(obs.MODEL_CALLS.labels("answer_v1", outcome)._value.get())
+
+    before = calls("ok")
+    fake.structured = "json_object"
+    fake.script = [ok(GOOD)]
+    assert call(fake.provider()) == GOOD
+    assert calls("ok") == before + 1
+
+
+def test_the_probe_finds_the_format_with_a_tiny_call() -> None:
+    with FakeOpenAI(structured="json_object") as fake:
+        fake.script = [ok({"ok": True})]
+        assert fake.provider(max_retries=3).probe() == "json_object_schema"
+        assert fake.response_formats() == ["json_schema", "json_object"]
+        assert all(r["json"]["max_tokens"] == llm.PROBE_MAX_TOKENS for r in fake.requests)
+        assert fake.requests[0]["json"]["response_format"]["json_schema"]["name"] == \
+            llm.PROBE_PURPOSE
+    with FakeOpenAI(structured="json_schema") as fake:
+        # A model that answers the probe wrongly still shows the server takes the format.
+        fake.script = [ok({"ok": "yes please"})]
+        assert fake.provider(max_retries=3).probe() == "json_schema"
+        assert len(fake.requests) == 1  # no retries for a probe
+    with FakeOpenAI(structured="none") as fake:
+        assert fake.provider().probe() == "unsupported"
+    with FakeOpenAI() as fake:
+        fake.script = [Reply(401, {"error": {"message": "invalid key"}})]
+        with pytest.raises(ProviderError) as caught:
+            fake.provider().probe()
+        assert caught.value.status_code == 401
 
 
 def test_no_authorization_header_without_key(fake: FakeOpenAI) -> None:
-    fake.script = [ok()]
+    fake.script = [ok(GOOD)]
     assert call(fake.provider(api_key=None)) == GOOD
     assert "authorization" not in fake.requests[0]["headers"]
 
 
 def test_trailing_slash_in_base_url(fake: FakeOpenAI) -> None:
-    fake.script = [ok()]
+    fake.script = [ok(GOOD)]
     provider = OpenAICompatibleProvider(fake.base_url + "/", "test-model", backoff_seconds=0)
     assert call(provider) == GOOD
     assert fake.requests[0]["path"] == "/v1/chat/completions"
@@ -232,34 +261,34 @@ def test_repr_never_shows_the_key(fake: FakeOpenAI) -> None:
 
 
 def test_invalid_json_then_valid_is_retried(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(body=completion("{not json")), ok()]
+    fake.script = [Reply(body=completion("{not json")), ok(GOOD)]
     assert call(fake.provider()) == GOOD
     assert len(fake.requests) == 2
 
 
 def test_schema_violation_then_valid_is_retried(fake: FakeOpenAI) -> None:
     fake.script = [ok({"answer": "x", "score": 11}), ok({"answer": "x"}),
-                   ok({"answer": "x", "score": 1, "extra": True}), ok()]
+                   ok({"answer": "x", "score": 1, "extra": True}), ok(GOOD)]
     assert call(fake.provider(max_retries=3)) == GOOD
     assert len(fake.requests) == 4
 
 
 def test_server_error_then_valid_is_retried(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(500, {"error": {"message": "boom"}}), ok()]
+    fake.script = [Reply(500, {"error": {"message": "boom"}}), ok(GOOD)]
     assert call(fake.provider()) == GOOD
     assert len(fake.requests) == 2
 
 
 def test_rate_limit_then_valid_is_retried(fake: FakeOpenAI) -> None:
     fake.script = [Reply(429, {"error": {"message": "slow down"}}, headers={"Retry-After": "0"}),
-                   ok()]
+                   ok(GOOD)]
     assert call(fake.provider()) == GOOD
     assert len(fake.requests) == 2
 
 
 def test_client_error_is_not_retried(fake: FakeOpenAI) -> None:
     fake.script = [Reply(400, {"error": {"message": "bad schema, sk-test-123 is not echoed"}}),
-                   ok()]
+                   ok(GOOD)]
     with pytest.raises(ProviderError) as caught:
         call(fake.provider())
     error = caught.value
@@ -271,7 +300,7 @@ def test_client_error_is_not_retried(fake: FakeOpenAI) -> None:
 
 
 def test_unauthorized_is_not_retried(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(401, {"error": {"message": "invalid key"}}), ok()]
+    fake.script = [Reply(401, {"error": {"message": "invalid key"}}), ok(GOOD)]
     with pytest.raises(ProviderError) as caught:
         call(fake.provider())
     assert (caught.value.kind, caught.value.status_code) == ("http_error", 401)
@@ -279,7 +308,7 @@ def test_unauthorized_is_not_retried(fake: FakeOpenAI) -> None:
 
 
 def test_server_errors_exhaust_retries(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(503, {}), Reply(502, {}), Reply(500, {}), ok()]
+    fake.script = [Reply(503, {}), Reply(502, {}), Reply(500, {}), ok(GOOD)]
     with pytest.raises(ProviderError) as caught:
         call(fake.provider(max_retries=2))
     assert caught.value.kind == "http_error"
@@ -289,7 +318,7 @@ def test_server_errors_exhaust_retries(fake: FakeOpenAI) -> None:
 
 
 def test_invalid_answers_exhaust_retries(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(body=completion("nope")) for _ in range(3)] + [ok()]
+    fake.script = [Reply(body=completion("nope")) for _ in range(3)] + [ok(GOOD)]
     with pytest.raises(ProviderError) as caught:
         call(fake.provider(max_retries=2))
     assert caught.value.kind == "invalid_response"
@@ -297,7 +326,7 @@ def test_invalid_answers_exhaust_retries(fake: FakeOpenAI) -> None:
 
 
 def test_no_retries_when_max_retries_is_zero(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(500, {}), ok()]
+    fake.script = [Reply(500, {}), ok(GOOD)]
     with pytest.raises(ProviderError):
         call(fake.provider(max_retries=0))
     assert len(fake.requests) == 1
@@ -335,7 +364,7 @@ def test_slow_response_times_out_and_is_retried(fake: FakeOpenAI) -> None:
 
 
 def test_slow_then_fast_recovers(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(body=completion(json.dumps(GOOD)), delay=1.0), ok()]
+    fake.script = [Reply(body=completion(json.dumps(GOOD)), delay=1.0), ok(GOOD)]
     assert call(fake.provider(timeout=0.2, max_retries=1)) == GOOD
 
 
@@ -348,7 +377,7 @@ def test_per_call_timeout_overrides_the_default(fake: FakeOpenAI) -> None:
 
 def test_total_timeout_bounds_the_whole_retried_call(fake: FakeOpenAI) -> None:
     slow = Reply(body=completion(json.dumps(GOOD)), delay=1.5)
-    fake.script = [slow, slow, slow, slow, ok()]
+    fake.script = [slow, slow, slow, slow, ok(GOOD)]
     started = time.monotonic()
     with pytest.raises(ProviderError) as caught:
         call(fake.provider(timeout=0.3, max_retries=4), total_timeout=0.5)
@@ -360,7 +389,7 @@ def test_total_timeout_bounds_the_whole_retried_call(fake: FakeOpenAI) -> None:
 
 
 def test_total_timeout_starts_no_retry_whose_backoff_would_overrun(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(500, {"error": {"message": "boom"}}), ok()]
+    fake.script = [Reply(500, {"error": {"message": "boom"}}), ok(GOOD)]
     with pytest.raises(ProviderError) as caught:
         call(fake.provider(backoff_seconds=1.0, max_retries=2), total_timeout=0.3)
     assert caught.value.kind == "http_error" and caught.value.status_code == 500
@@ -386,7 +415,7 @@ def test_connection_refused_is_connection_error() -> None:
 
 
 def test_backoff_doubles_and_is_capped(fake: FakeOpenAI) -> None:
-    fake.script = [Reply(500, {}), Reply(500, {}), Reply(500, {}), ok()]
+    fake.script = [Reply(500, {}), Reply(500, {}), Reply(500, {}), ok(GOOD)]
     delays: list[float] = []
     provider = fake.provider(max_retries=3, backoff_seconds=0.1, max_backoff_seconds=0.15,
                              sleep=delays.append)

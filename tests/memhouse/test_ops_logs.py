@@ -15,7 +15,7 @@ from knowledge import services
 from knowledge.models import Knowledge
 from memhouse.observability import JsonFormatter
 from memhouse.tenancy import account_context
-from tests.memhouse.test_llm import Reply
+from tests.fake_llm import Reply
 from tests.memhouse.test_ops_metering import provider  # noqa: F401  (fixture)
 
 SENTENCE = "I polished the quartz telescope of Zephyrine Okonkwo-Vale yesterday."

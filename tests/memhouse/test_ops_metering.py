@@ -4,7 +4,6 @@ model_tokens when the provider reports usage), against the loopback fake provide
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -17,18 +16,15 @@ from knowledge.ingest.llm_extractor import SCHEMA_NAME
 from knowledge.models import UsageEntry
 from memhouse import observability as obs
 from memhouse.tenancy import account_context
+from tests.fake_llm import FakeOpenAI, Reply, ok
 from tests.governance.helpers import active_about
-from tests.memhouse.test_llm import FakeOpenAI, Reply, completion
 from tests.retrieval.test_search import corpus  # noqa: F401  (fixture)
 
 USAGE = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
 
 
 def billed(value: Any, usage: dict[str, int] | None = USAGE) -> Reply:
-    body = completion(json.dumps(value))
-    if usage is not None:
-        body["usage"] = usage
-    return Reply(body=body)
+    return ok(value, usage)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Generation-provider faults that the existing tests do not already cover, against the
-loopback fake OpenAI-compatible server of tests/memhouse/test_llm.py.
+loopback fake OpenAI-compatible server of tests/fake_llm.py.
 
 Already proven elsewhere (not repeated here): ask with an HTTP 500 and with a timeout
 (tests/retrieval/test_ask.py), extraction falling back on an HTTP 500
@@ -27,7 +27,7 @@ from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message
 from memhouse.tenancy import account_context
-from tests.memhouse.test_llm import Reply, completion, ok
+from tests.fake_llm import Reply, completion, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from django.db import connection
 from knowledge import audit, services
 from knowledge.models import Knowledge, KnowledgeSource, Message
 from memhouse.tenancy import account_context
+from tests.fake_llm import FakeOpenAI, Reply, ok
 from tests.queue_support import real_broker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.queue]
@@ -43,51 +43,32 @@ CLAIMS = {"greyhound": "Caroline adopted a greyhound named Pixel.",
 
 
 class SlowModel:
-    """OpenAI-compatible loopback server: the first request about the cello hangs until
-    released; every other request is answered at once with one claim."""
+    """The fake provider (tests.fake_llm) answering every request at once with one claim,
+    except the first about the cello, which hangs until released."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
         self.release = threading.Event()
         self.hanging = threading.Event()
-        fake = self
+        self.fake = FakeOpenAI(default=self._answer).start()
+        self.url = self.fake.base_url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers["Content-Length"])).decode()
-                # The cello message also shows the greyhound claim as a current statement.
-                topic = "cello" if "cello" in raw else "greyhound"
-                fake.seen.append(topic)
-                if topic == "cello" and fake.seen.count("cello") == 1:
-                    fake.hanging.set()
-                    fake.release.wait(120)
-                content = json.dumps({"claims": [{
-                    "statement": CLAIMS[topic], "subject": "speaker", "kind": "event",
-                    "confidence": 0.8, "sensitivity": "internal", "relative_date": None,
-                    "absolute_from": None, "absolute_until": None, "evidence": topic,
-                    "replaces": None}]})
-                body = json.dumps({"choices": [{"message": {"content": content}}]}).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the worker that asked was killed
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, request: dict[str, Any]) -> Reply:
+        # The cello message also shows the greyhound claim as a current statement.
+        topic = "cello" if "cello" in json.dumps(request["json"]) else "greyhound"
+        self.seen.append(topic)
+        if topic == "cello" and self.seen.count("cello") == 1:
+            self.hanging.set()
+            self.release.wait(120)
+        return ok({"claims": [{
+            "statement": CLAIMS[topic], "subject": "speaker", "kind": "event",
+            "confidence": 0.8, "sensitivity": "internal", "relative_date": None,
+            "absolute_from": None, "absolute_until": None, "evidence": topic,
+            "replaces": None}]})
 
     def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.fake.close()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from knowledge.models import Message, Relation
 from memhouse.tenancy import account_context
 from retrieval import ask as ask_mod
 from retrieval.vectors import embed_knowledge
-from tests.memhouse.test_llm import FakeOpenAI, Reply, ok
+from tests.fake_llm import FakeOpenAI, Reply, ok
 from tests.retrieval.test_context import fake_model  # noqa: F401 - fixture
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
 

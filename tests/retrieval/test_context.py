@@ -13,7 +13,7 @@ from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message, Session
 from memhouse.tenancy import account_context
 from retrieval.models import Projection
-from tests.memhouse.test_llm import FakeOpenAI
+from tests.fake_llm import FakeOpenAI
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)

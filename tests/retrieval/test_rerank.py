@@ -1,5 +1,5 @@
 """Thorough's listwise rerank over real HTTP, against the loopback fake OpenAI-compatible
-server configured as the generation provider (tests.memhouse.test_llm.FakeOpenAI)."""
+server configured as the generation provider (tests.fake_llm.FakeOpenAI)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from knowledge.models import UsageEntry
 from memhouse import observability as obs
 from memhouse.tenancy import account_context
 from retrieval.rerank import SCHEMA_NAME
-from tests.memhouse.test_llm import FakeOpenAI, Reply, completion, ok
+from tests.fake_llm import FakeOpenAI, Reply, completion, ok
 from tests.retrieval.test_search import _search, corpus  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
