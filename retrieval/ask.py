@@ -184,6 +184,17 @@ class Relevance:
                 "dropped": candidates - len(self.survivors)}
 
 
+def worth_reranking(lists: dict[str, list[tuple[str, float]]], floor: float) -> bool:
+    """relevance()'s gate on the strategies' lists alone, before any rerank: False means
+    ask will abstain whatever the order, so the search skips its (model) rerank."""
+    if floor <= 0:
+        return True
+    similarity = [s for _, s in lists.get("semantic", [])]
+    if similarity:
+        return max(similarity) >= floor
+    return any(lists.get(name) for name in ("lexical", "entity_match"))
+
+
 def relevance(result: engine.SearchResult, floor: float) -> Relevance:
     """Keep the candidates that are about the question.
 
@@ -496,9 +507,12 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
          effort: str | None, include_source_recall: bool) -> dict[str, Any]:
     started = timezone.now()
     provider = get_provider()
+    floor = float(settings.MEMHOUSE_ASK_MIN_SIMILARITY)
+    # The relevance gate runs before the rerank: an abstention makes no model call at all.
     result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
-                           limit=ANSWER_CAP)
-    about = relevance(result, float(settings.MEMHOUSE_ASK_MIN_SIMILARITY))
+                           limit=ANSWER_CAP,
+                           rerank_gate=lambda lists: worth_reranking(lists, floor))
+    about = relevance(result, floor)
     base = [_knowledge_evidence(c, "base", c["rank"]) for c in result.candidates
             if str(c["id"]) in about.survivors]
     recall: dict[str, Any] = {"effort": effort, "profile": profile.name,

@@ -375,10 +375,23 @@ def test_an_unrelated_question_costs_no_answer_call(live_server, corpus, model):
     body = _ok(_ask(live_server, w.agent_key, query="What is the capital of France?",
                     peer_key="alice", effort="medium"))
     assert body["abstention_reason"] == "no_relevant_evidence"
-    # Only the thorough search's rerank ran; no planner, no answer call.
+    # The relevance gate ran before the thorough search's rerank: no rerank, no planner,
+    # no answer call - no model call at all.
     assert body["model_called"] is False
-    assert [_schema_name(r) for r in model.requests] == ["search_rerank_v1"]
+    assert model.requests == []
+    assert body["retrieval"]["rerank"] == {"status": "skipped",
+                                           "reason": "no_relevant_evidence"}
     assert body["recall"]["planner"] is None  # no planning over unrelated statements
+
+
+def test_a_question_about_the_memory_is_still_reranked_by_the_model(live_server, corpus,  # noqa: F811
+                                                                     model):
+    w, _ = corpus
+    model.script = [RERANK_KEEPS_ORDER, _answer([], 90)]
+    body = _ok(_ask(live_server, w.agent_key, query="Where does Alice like to go hiking?",
+                    peer_key="alice"))
+    assert [_schema_name(r) for r in model.requests][:1] == ["search_rerank_v1"]
+    assert body["retrieval"]["rerank"]["reranker"] == "model"
 
 
 def test_a_question_about_the_memory_still_gets_its_answer(live_server, corpus, settings):  # noqa: F811
