@@ -329,6 +329,8 @@ def run_context(account_id: Any, convs: list[common.Conversation], readers: Read
         for key in conv.peer_keys.values():
             with account_context(account_id):
                 keys = context_keys(readers.readers[key], scope)
+            # Dirty first: a reused database may hold projections an older build made.
+            mark_keys_dirty(account_id, keys)
             info = ensure_built(account_id, keys)
             build["readers"] += 1
             build["projections"] += info["rebuilt"]

@@ -196,6 +196,13 @@ def _space_and_vector(reader: Reader, query: str) -> tuple[uuid.UUID | None, tup
     return space.id, tuple(vector)
 
 
+def query_space_and_vector(reader: Reader, query: str
+                           ) -> tuple[uuid.UUID | None, tuple[float, ...]]:
+    """The default embedder's space and the (cached) query vector; (None, ()) when
+    nothing has been embedded in that space yet. An embedding, never a generation call."""
+    return _space_and_vector(reader, query)
+
+
 _FIRST_PERSON = re.compile(r"\b(?:(I|me|myself)|(my|mine))\b", re.IGNORECASE)
 
 
