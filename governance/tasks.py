@@ -74,7 +74,11 @@ def contributor_changed(account_id: str, knowledge_id: str) -> int:
 
 @shared_task(name="governance.process_messages", **_RETRY)
 def process_messages(account_id: str, message_ids: list[str]) -> int:
-    from governance.intake.pipeline import enqueue_embedding, process_message
+    from governance.intake.pipeline import (
+        enqueue_embedding,
+        enqueue_message_embedding,
+        process_message,
+    )
     from knowledge.ingest.dead_letter import mark_extraction_failed
 
     proposed, kept = 0, []
@@ -90,6 +94,7 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
         kept += outcome.kept or []
     with transaction.atomic():  # one embedding job for the whole batch
         enqueue_embedding(account_id, kept)
+        enqueue_message_embedding(account_id, [str(m) for m in message_ids])
     return proposed
 
 

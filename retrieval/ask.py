@@ -52,16 +52,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from knowledge.models import Scope
 from knowledge.selectors import scope_ancestors, visible_knowledge
 from memhouse.llm import ChatProvider, ProviderError, get_provider
 from memhouse.principal import Reader
-from retrieval import engine
+from retrieval import engine, source_recall
 from retrieval.lexical import analyze
-from retrieval.lineage import related_ids, visible_messages
+from retrieval.lineage import related_ids
 from retrieval.profiles import Profile
 from retrieval.stable_profile import stable_statements
 
@@ -72,7 +71,6 @@ ABSTAIN_BELOW = 50
 NO_PROVIDER_CONFIDENCE = 40
 NO_PROVIDER_TOP = 3
 SOURCE_TOOL_LIMIT = 6
-SEMANTIC_SOURCE_POOL = 64
 EXCERPT_CHARS = 500
 KNOWLEDGE_TOOLS = ("knowledge_search", "stable_profile", "lineage")
 SOURCE_TOOLS = ("source_exact", "source_semantic")
@@ -348,32 +346,9 @@ class _Planner:
         return _hydrate(self.reader, self.scope_ids, ids, "lineage")
 
     def _source_rows(self, q: str, semantic: bool) -> list[Evidence]:
-        from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
-
-        msgs = visible_messages(self.reader, self.scope_ids).select_related("scope")
-        if semantic:
-            pool = list(msgs.order_by("-occurred_at", "id")[:SEMANTIC_SOURCE_POOL])
-            if not pool or not q.strip():
-                return []
-            from retrieval.embedding import get_embedder, query_cache
-
-            embedder = get_embedder()
-            qv = query_cache().get_or_compute(self.reader.account_id, embedder, q)
-            vectors = embedder.embed_documents([m.text for m in pool])
-            scored = sorted(((sum(a * b for a, b in zip(qv, v, strict=True)), m)
-                             for v, m in zip(vectors, pool, strict=True)),
-                            key=lambda sm: (-sm[0], str(sm[1].id)))
-            rows = [m for _, m in scored[:SOURCE_TOOL_LIMIT]]
-            origin = "source_semantic"
-        else:
-            terms = analyze(q).terms
-            if not terms:
-                return []
-            tsq = SearchQuery(" or ".join(terms), config="english", search_type="websearch")
-            vector = SearchVector("text", config="english")
-            rows = list(msgs.annotate(rank=SearchRank(vector, tsq)).filter(rank__gt=0)
-                        .order_by(F("rank").desc(), "-occurred_at", "id")[:SOURCE_TOOL_LIMIT])
-            origin = "source_exact"
+        lane = source_recall.semantic if semantic else source_recall.exact
+        rows = lane(self.reader, self.scope_ids, q, SOURCE_TOOL_LIMIT)
+        origin = "source_semantic" if semantic else "source_exact"
         return [Evidence(str(m.id), "source_message", m.text[:EXCERPT_CHARS], origin,
                          {"excerpt": m.text[:EXCERPT_CHARS], "scope": m.scope.path,
                           "occurred_at": m.occurred_at})

@@ -15,7 +15,7 @@ from knowledge import services
 from knowledge.models import Message, Relation
 from memhouse.tenancy import account_context
 from retrieval import ask as ask_mod
-from retrieval.vectors import embed_knowledge
+from retrieval.vectors import embed_knowledge, embed_messages
 from tests.memhouse.test_llm import FakeOpenAI, Reply, ok
 from tests.retrieval.test_context import fake_model  # noqa: F401 - fixture
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
@@ -207,6 +207,7 @@ def garden(corpus):  # noqa: F811
     # reads the similarity, so these are embedded like the corpus's.
     embed_knowledge(w.account.id, [*ids["garden"], ids["architect"], ids["grandmother"],
                                    ids["asthma_at_work"]])
+    embed_messages(w.account.id, [ids["architect_msg"], ids["asthma_msg"]])  # as intake does
     return w, ids
 
 
