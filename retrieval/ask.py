@@ -4,7 +4,8 @@ Fixed ask (no effort) retrieves one base page with the scope's profile (default
 `thorough`) and answers over it. A named effort (low, medium, high) first runs a bounded,
 read-only planner over a closed tool set - knowledge search, the reader's stable profile
 and typed lineage; the exact and semantic source-message tools join only with
-`include_source_recall: true` - and answers over the resulting evidence.
+`include_source_recall: true` (retrieval.source_recall: every message the reader may see,
+full text and message vectors in SQL) - and answers over the resulting evidence.
 
 The answer states:
 
@@ -15,7 +16,8 @@ The answer states:
                                    entity match, and only when at least one clears the
                                    similarity floor (without vectors: a lexical or entity
                                    match); the nearest statements of an unrelated memory
-                                   are not an answer;
+                                   are not an answer. The gate is applied before the
+                                   search's rerank, so this abstention calls no model;
 * no provider configured       -> the top statements concatenated, confidence 40,
                                    `answer_degraded` null, not abstained: a chosen
                                    configuration answering, not a weak model inference;
