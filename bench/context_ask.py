@@ -425,9 +425,13 @@ def message_dias(account_id: Any) -> dict[str, set[str]]:
     from knowledge.models import Message
     from memhouse.tenancy import account_context
 
-    with account_context(account_id):
-        return {str(i): {c} for i, c in Message.objects.filter(client_message_id__isnull=False)
-                .values_list("id", "client_message_id")}
+    with account_context(account_id):  # client_message_id is "<sample_id>:<dia_id>"
+        return {str(i): {dia_of(c)} for i, c in Message.objects
+                .filter(client_message_id__isnull=False).values_list("id", "client_message_id")}
+
+
+def dia_of(client_message_id: str | None) -> str:
+    return (client_message_id or "").split(":", 1)[-1]
 
 
 def embed_missing_messages(account_id: Any) -> dict[str, Any]:
@@ -444,6 +448,47 @@ def embed_missing_messages(account_id: Any) -> dict[str, Any]:
     t = time.monotonic()
     done = sum(embed_messages(account_id, todo[i:i + 128]) for i in range(0, len(todo), 128))
     return {"embedded": done, "already": len(have), "seconds": round(time.monotonic() - t, 1)}
+
+
+def run_source_lane(account_id: Any, convs: list[common.Conversation], readers: Readers,
+                    limit: int = 6) -> dict[str, Any]:
+    """The source recall lane alone (retrieval.source_recall, what ask's source tools
+    call with SOURCE_TOOL_LIMIT = 6): share of questions (categories 1-4 with evidence)
+    where an evidence turn is among the top `limit` messages of `exact`, of `semantic`,
+    and of either, for the question's reader at the conversation's scope."""
+    from knowledge.selectors import scope_ancestors
+    from memhouse.tenancy import account_context
+    from retrieval import source_recall
+    from retrieval.embedding import query_cache
+
+    hits: Counter[str] = Counter()
+    n = 0
+    ms: list[float] = []
+    for conv in convs:
+        scope = readers.scopes[conv.sample_id]
+        with account_context(account_id):
+            chain = list(scope_ancestors(scope).values_list("id", flat=True))
+        for q in all_questions(conv):
+            if q["category"] not in EVIDENCE_CATEGORIES or not q["evidence"]:
+                continue
+            _, reader = readers.for_question(conv, q["question"])
+            wanted = set(q["evidence"])
+            query_cache().clear()
+            t = time.monotonic()
+            with account_context(account_id):
+                exact = {dia_of(m.client_message_id) for m in
+                         source_recall.exact(reader, chain, q["question"], limit)}
+                semantic = {dia_of(m.client_message_id) for m in
+                            source_recall.semantic(reader, chain, q["question"], limit)}
+            ms.append((time.monotonic() - t) * 1000)
+            n += 1
+            hits["exact"] += bool(wanted & exact)
+            hits["semantic"] += bool(wanted & semantic)
+            hits["either"] += bool(wanted & (exact | semantic))
+    return {"questions": n, "limit": limit,
+            **{f"{k}_evidence_hit_rate": rate(hits[k], n) for k in
+               ("exact", "semantic", "either")},
+            "latency_ms": pct(ms)}
 
 
 def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
@@ -816,10 +861,13 @@ def main(argv: list[str] | None = None) -> int:
             log(f"context {c}: p50/p95/p99 {v['latency_ms']['p50']}/{v['latency_ms']['p95']}/"
                 f"{v['latency_ms']['p99']} ms, observed {v['observed']}, mean used_chars "
                 f"{v['mean_used_chars']}")
+    if args.source_recall:
+        payload["ingest"]["message_vectors"] = embed_missing_messages(account_id)
+        log(f"message vectors: {payload['ingest']['message_vectors']}")
+        payload["source_lane"] = run_source_lane(account_id, convs, readers)
+        write()
+        log(f"source lane: {payload['source_lane']}")
     if not args.skip_ask:
-        if args.source_recall:
-            payload["ingest"]["message_vectors"] = embed_missing_messages(account_id)
-            log(f"message vectors: {payload['ingest']['message_vectors']}")
         payload["ask"] = run_ask(account_id, convs, readers, prov, effort=args.ask_effort,
                                  source_recall=args.source_recall)
         write()
