@@ -329,6 +329,8 @@ def run_context(account_id: Any, convs: list[common.Conversation], readers: Read
         for key in conv.peer_keys.values():
             with account_context(account_id):
                 keys = context_keys(readers.readers[key], scope)
+            # Dirty first: a reused database may hold projections an older build made.
+            mark_keys_dirty(account_id, keys)
             info = ensure_built(account_id, keys)
             build["readers"] += 1
             build["projections"] += info["rebuilt"]
@@ -418,8 +420,80 @@ def run_context(account_id: Any, convs: list[common.Conversation], readers: Read
 # =======================================================================================
 
 
+def message_dias(account_id: Any) -> dict[str, set[str]]:
+    """Source message id -> its LoCoMo dia_id (the evidence a source message is)."""
+    from knowledge.models import Message
+    from memhouse.tenancy import account_context
+
+    with account_context(account_id):  # client_message_id is "<sample_id>:<dia_id>"
+        return {str(i): {dia_of(c)} for i, c in Message.objects
+                .filter(client_message_id__isnull=False).values_list("id", "client_message_id")}
+
+
+def dia_of(client_message_id: str | None) -> str:
+    return (client_message_id or "").split(":", 1)[-1]
+
+
+def embed_missing_messages(account_id: Any) -> dict[str, Any]:
+    """Vectors for messages ingested before the source recall lane existed (what
+    `manage.py reembed` does): a reused database may predate it."""
+    from knowledge.models import Message
+    from memhouse.tenancy import account_context
+    from retrieval.models import MessageVector
+    from retrieval.vectors import embed_messages
+
+    with account_context(account_id):
+        have = set(MessageVector.objects.values_list("message_id", flat=True))
+        todo = [str(m) for m in Message.objects.values_list("id", flat=True) if m not in have]
+    t = time.monotonic()
+    done = sum(embed_messages(account_id, todo[i:i + 128]) for i in range(0, len(todo), 128))
+    return {"embedded": done, "already": len(have), "seconds": round(time.monotonic() - t, 1)}
+
+
+def run_source_lane(account_id: Any, convs: list[common.Conversation], readers: Readers,
+                    limit: int = 6) -> dict[str, Any]:
+    """The source recall lane alone (retrieval.source_recall, what ask's source tools
+    call with SOURCE_TOOL_LIMIT = 6): share of questions (categories 1-4 with evidence)
+    where an evidence turn is among the top `limit` messages of `exact`, of `semantic`,
+    and of either, for the question's reader at the conversation's scope."""
+    from knowledge.selectors import scope_ancestors
+    from memhouse.tenancy import account_context
+    from retrieval import source_recall
+    from retrieval.embedding import query_cache
+
+    hits: Counter[str] = Counter()
+    n = 0
+    ms: list[float] = []
+    for conv in convs:
+        scope = readers.scopes[conv.sample_id]
+        with account_context(account_id):
+            chain = list(scope_ancestors(scope).values_list("id", flat=True))
+        for q in all_questions(conv):
+            if q["category"] not in EVIDENCE_CATEGORIES or not q["evidence"]:
+                continue
+            _, reader = readers.for_question(conv, q["question"])
+            wanted = set(q["evidence"])
+            query_cache().clear()
+            t = time.monotonic()
+            with account_context(account_id):
+                exact = {dia_of(m.client_message_id) for m in
+                         source_recall.exact(reader, chain, q["question"], limit)}
+                semantic = {dia_of(m.client_message_id) for m in
+                            source_recall.semantic(reader, chain, q["question"], limit)}
+            ms.append((time.monotonic() - t) * 1000)
+            n += 1
+            hits["exact"] += bool(wanted & exact)
+            hits["semantic"] += bool(wanted & semantic)
+            hits["either"] += bool(wanted & (exact | semantic))
+    return {"questions": n, "limit": limit,
+            **{f"{k}_evidence_hit_rate": rate(hits[k], n) for k in
+               ("exact", "semantic", "either")},
+            "latency_ms": pct(ms)}
+
+
 def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
-            prov: dict[str, set[str]]) -> dict[str, Any]:
+            prov: dict[str, set[str]], *, effort: str | None = None,
+            source_recall: bool = False) -> dict[str, Any]:
     from memhouse.llm import get_provider
     from memhouse.tenancy import account_context
     from retrieval.ask import ask
@@ -439,6 +513,8 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
     profiles: Counter[str] = Counter()
     models_called = 0
     relevance_rows: list[dict[str, Any]] = []
+    msg_prov = message_dias(account_id)
+    n_source: list[int] = []
     total = sum(len(c.qa) for c in convs)
     done = 0
     for conv in convs:
@@ -451,7 +527,8 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
             query_cache().clear()
             t = time.monotonic()
             with account_context(account_id):
-                res = ask(reader=reader, scope=scope, query=q["question"], profile=profile)
+                res = ask(reader=reader, scope=scope, query=q["question"], profile=profile,
+                          effort=effort, include_source_recall=source_recall)
             wall.append((time.monotonic() - t) * 1000)
             own.append(float(res["elapsed_ms"]))
             profiles[res["profile_version"]] += 1
@@ -476,6 +553,15 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
                 s["with_evidence"] += 1
                 s["cited_hits"] += bool(wanted & dias_of(cited_ids, prov))
                 s["candidate_hits"] += bool(wanted & dias_of(cand_ids, prov))
+                # The answer context (recall_evidence): statements by provenance, source
+                # messages by their own dia_id.
+                ctx = res["recall_evidence"]
+                s["context_hits"] += bool(wanted & (
+                    dias_of([e["id"] for e in ctx if e["type"] == "knowledge"], prov)
+                    | dias_of([e["id"] for e in ctx if e["type"] == "source_message"],
+                              msg_prov)))
+            n_source.append(sum(1 for e in res["recall_evidence"]
+                                if e["type"] == "source_message"))
             done += 1
             if done % 100 == 0 or done == total:
                 log(f"ask: {done}/{total}, p50 {np.percentile(wall, 50):.0f} ms")
@@ -498,6 +584,8 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
             if scored else None,
             "candidate_evidence_hit_rate": rate(s["candidate_hits"], s["with_evidence"])
             if scored else None,
+            "context_evidence_hit_rate": rate(s["context_hits"], s["with_evidence"])
+            if scored else None,
         }
     ev = [per[c] for c in EVIDENCE_CATEGORIES]
     overall = {
@@ -507,9 +595,15 @@ def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
                                         sum(s["with_evidence"] for s in ev)),
         "candidate_evidence_hit_rate": rate(sum(s["candidate_hits"] for s in ev),
                                             sum(s["with_evidence"] for s in ev)),
+        "context_evidence_hit_rate": rate(sum(s["context_hits"] for s in ev),
+                                          sum(s["with_evidence"] for s in ev)),
     }
     return {
         "questions": total,
+        "effort": effort,
+        "include_source_recall": source_recall,
+        "mean_source_messages_in_context": round(float(np.mean(n_source)), 2)
+        if n_source else None,
         "provider": None,
         "model_called": models_called,
         "profile_versions": dict(profiles),
@@ -670,6 +764,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-ask", action="store_true")
     ap.add_argument("--skip-abstention", action="store_true",
                     help="skip the unrelated-question and floor calibration part of ask")
+    ap.add_argument("--ask-effort", choices=("low", "medium", "high"), default=None,
+                    help="ask with this effort (deterministic planner); default none")
+    ap.add_argument("--source-recall", action="store_true",
+                    help="ask with include_source_recall (needs --ask-effort)")
     ap.add_argument("--no-entity-rebuild", action="store_true")
     ap.add_argument("--batch-size", type=int, default=100)
     ap.add_argument("--keep-db", action="store_true")
@@ -712,8 +810,9 @@ def main(argv: list[str] | None = None) -> int:
                                 f" budget_chars={budget}), no session",
             "context_queries": args.context_queries, "repeats": args.repeats,
             "ask_function": "retrieval.ask.ask(reader, scope, query=question, profile="
-                            "resolve_profile(requested=None, scope, default='thorough')), "
-                            "no effort, no source recall",
+                            "resolve_profile(requested=None, scope, default='thorough'), "
+                            f"effort={args.ask_effort!r}, include_source_recall="
+                            f"{args.source_recall})",
             "llm_provider": None,
             "MEMHOUSE_LLM_BASE_URL": settings.MEMHOUSE_LLM_BASE_URL,
             "embedder": get_embedder().identity.key,
@@ -762,8 +861,15 @@ def main(argv: list[str] | None = None) -> int:
             log(f"context {c}: p50/p95/p99 {v['latency_ms']['p50']}/{v['latency_ms']['p95']}/"
                 f"{v['latency_ms']['p99']} ms, observed {v['observed']}, mean used_chars "
                 f"{v['mean_used_chars']}")
+    if args.source_recall:
+        payload["ingest"]["message_vectors"] = embed_missing_messages(account_id)
+        log(f"message vectors: {payload['ingest']['message_vectors']}")
+        payload["source_lane"] = run_source_lane(account_id, convs, readers)
+        write()
+        log(f"source lane: {payload['source_lane']}")
     if not args.skip_ask:
-        payload["ask"] = run_ask(account_id, convs, readers, prov)
+        payload["ask"] = run_ask(account_id, convs, readers, prov, effort=args.ask_effort,
+                                 source_recall=args.source_recall)
         write()
         for c, v in payload["ask"]["by_category"].items():
             log(f"ask category {c}: answer rate {v['answer_rate']}, abstention "

@@ -73,13 +73,14 @@ def derived_tables() -> list[str]:
         Entity,
         EntityMention,
         KnowledgeVector,
+        MessageVector,
         Projection,
         ProjectionSource,
     )
 
     return sorted(m._meta.db_table for m in (DocumentChunk, EmbeddingSpace, Entity,
-                                               EntityMention, KnowledgeVector, Projection,
-                                               ProjectionSource))
+                                               EntityMention, KnowledgeVector, MessageVector,
+                                               Projection, ProjectionSource))
 
 
 # --- the admin connection and the PostgreSQL client binaries ----------------------------

@@ -85,6 +85,7 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
     from governance.intake.pipeline import (
         batches_messages,
         enqueue_embedding,
+        enqueue_message_embedding,
         process_message,
         process_messages_batch,
     )
@@ -115,6 +116,7 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
         kept += one.kept or []
     with transaction.atomic():  # one embedding job for the whole batch
         enqueue_embedding(account_id, kept)
+        enqueue_message_embedding(account_id, [str(m) for m in message_ids])
     return proposed
 
 

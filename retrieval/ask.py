@@ -4,7 +4,8 @@ Fixed ask (no effort) retrieves one base page with the scope's profile (default
 `thorough`) and answers over it. A named effort (low, medium, high) first runs a bounded,
 read-only planner over a closed tool set - knowledge search, the reader's stable profile
 and typed lineage; the exact and semantic source-message tools join only with
-`include_source_recall: true` - and answers over the resulting evidence.
+`include_source_recall: true` (retrieval.source_recall: every message the reader may see,
+full text and message vectors in SQL) - and answers over the resulting evidence.
 
 The answer states:
 
@@ -15,7 +16,8 @@ The answer states:
                                    entity match, and only when at least one clears the
                                    similarity floor (without vectors: a lexical or entity
                                    match); the nearest statements of an unrelated memory
-                                   are not an answer;
+                                   are not an answer. The gate is applied before the
+                                   search's rerank, so this abstention calls no model;
 * no provider configured       -> the top statements concatenated, confidence 40,
                                    `answer_degraded` null, not abstained: a chosen
                                    configuration answering, not a weak model inference;
@@ -52,16 +54,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from knowledge.models import Scope
 from knowledge.selectors import scope_ancestors, visible_knowledge
 from memhouse.llm import ChatProvider, ProviderError, get_provider
 from memhouse.principal import Reader
-from retrieval import engine
+from retrieval import engine, source_recall
 from retrieval.lexical import analyze
-from retrieval.lineage import related_ids, visible_messages
+from retrieval.lineage import related_ids
 from retrieval.profiles import Profile
 from retrieval.stable_profile import stable_statements
 
@@ -72,7 +73,6 @@ ABSTAIN_BELOW = 50
 NO_PROVIDER_CONFIDENCE = 40
 NO_PROVIDER_TOP = 3
 SOURCE_TOOL_LIMIT = 6
-SEMANTIC_SOURCE_POOL = 64
 EXCERPT_CHARS = 500
 KNOWLEDGE_TOOLS = ("knowledge_search", "stable_profile", "lineage")
 SOURCE_TOOLS = ("source_exact", "source_semantic")
@@ -182,6 +182,17 @@ class Relevance:
         return {"min_similarity": self.floor, "basis": self.basis, "top_similarity": top,
                 "surviving": len(self.survivors),
                 "dropped": candidates - len(self.survivors)}
+
+
+def worth_reranking(lists: dict[str, list[tuple[str, float]]], floor: float) -> bool:
+    """relevance()'s gate on the strategies' lists alone, before any rerank: False means
+    ask will abstain whatever the order, so the search skips its (model) rerank."""
+    if floor <= 0:
+        return True
+    similarity = [s for _, s in lists.get("semantic", [])]
+    if similarity:
+        return max(similarity) >= floor
+    return any(lists.get(name) for name in ("lexical", "entity_match"))
 
 
 def relevance(result: engine.SearchResult, floor: float) -> Relevance:
@@ -337,32 +348,9 @@ class _Planner:
         return _hydrate(self.reader, self.scope_ids, ids, "lineage")
 
     def _source_rows(self, q: str, semantic: bool) -> list[Evidence]:
-        from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
-
-        msgs = visible_messages(self.reader, self.scope_ids).select_related("scope")
-        if semantic:
-            pool = list(msgs.order_by("-occurred_at", "id")[:SEMANTIC_SOURCE_POOL])
-            if not pool or not q.strip():
-                return []
-            from retrieval.embedding import get_embedder, query_cache
-
-            embedder = get_embedder()
-            qv = query_cache().get_or_compute(self.reader.account_id, embedder, q)
-            vectors = embedder.embed_documents([m.text for m in pool])
-            scored = sorted(((sum(a * b for a, b in zip(qv, v, strict=True)), m)
-                             for v, m in zip(vectors, pool, strict=True)),
-                            key=lambda sm: (-sm[0], str(sm[1].id)))
-            rows = [m for _, m in scored[:SOURCE_TOOL_LIMIT]]
-            origin = "source_semantic"
-        else:
-            terms = analyze(q).terms
-            if not terms:
-                return []
-            tsq = SearchQuery(" or ".join(terms), config="english", search_type="websearch")
-            vector = SearchVector("text", config="english")
-            rows = list(msgs.annotate(rank=SearchRank(vector, tsq)).filter(rank__gt=0)
-                        .order_by(F("rank").desc(), "-occurred_at", "id")[:SOURCE_TOOL_LIMIT])
-            origin = "source_exact"
+        lane = source_recall.semantic if semantic else source_recall.exact
+        rows = lane(self.reader, self.scope_ids, q, SOURCE_TOOL_LIMIT)
+        origin = "source_semantic" if semantic else "source_exact"
         return [Evidence(str(m.id), "source_message", m.text[:EXCERPT_CHARS], origin,
                          {"excerpt": m.text[:EXCERPT_CHARS], "scope": m.scope.path,
                           "occurred_at": m.occurred_at})
@@ -496,9 +484,12 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
          effort: str | None, include_source_recall: bool) -> dict[str, Any]:
     started = timezone.now()
     provider = get_provider()
+    floor = float(settings.MEMHOUSE_ASK_MIN_SIMILARITY)
+    # The relevance gate runs before the rerank: an abstention makes no model call at all.
     result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
-                           limit=ANSWER_CAP)
-    about = relevance(result, float(settings.MEMHOUSE_ASK_MIN_SIMILARITY))
+                           limit=ANSWER_CAP,
+                           rerank_gate=lambda lists: worth_reranking(lists, floor))
+    about = relevance(result, floor)
     base = [_knowledge_evidence(c, "base", c["rank"]) for c in result.candidates
             if str(c["id"]) in about.survivors]
     recall: dict[str, Any] = {"effort": effort, "profile": profile.name,

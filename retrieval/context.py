@@ -6,8 +6,13 @@ profile (peer readers only) and, when a session is named, that session's summary
 
 * **Hit** - every one of them is stored, clean and still live: the payload is assembled
   from them alone, `projection_cache_hit: true`. The governed knowledge head is picked
-  from the projected statements without a model: by query-term overlap when a query is
-  given (statements sharing no term are left out), else by confidence and recency.
+  without a model from the projections' id pools (every statement they are built from,
+  not only the entries they show): with a query, the pooled statements nearest to the
+  query vector (one SQL query, cosine distance, the reader's visibility filter inside
+  it; the query vector comes from the query cache - an embedding, not a generation
+  call); without vectors in the embedder's space, by query-term overlap over the
+  projected entries (statements sharing no term are left out); for a blank query, by
+  confidence and recency (salience).
 * **Miss** - any is missing, dirty or stale: those are created or dirtied and rebuilt in
   the background after commit, the clean ones still fill their sections, and the `fast`
   profile runs live through `engine.search` to fill the knowledge head (with
@@ -33,7 +38,7 @@ from memhouse.principal import Reader
 from retrieval import engine
 from retrieval.lexical import analyze, normalize_term
 from retrieval.profiles import resolve_profile
-from retrieval.projections import Audience, Key, Kind, load
+from retrieval.projections import Audience, Key, Kind, load, ranked_pool
 
 DEFAULT_BUDGET = 4000
 MIN_BUDGET = 200
@@ -77,6 +82,21 @@ def _head_from_projections(entries: list[dict[str, Any]], query: str) -> list[di
     scored = [(s, e) for s, e in scored if s > 0]
     scored.sort(key=lambda se: (se[0], *_salience_key(se[1])), reverse=True)
     return [e for _, e in scored[:HEAD_LIMIT]]
+
+
+def _ranked_head(reader: Reader, scope_ids: list[Any], projection_ids: list[Any],
+                 query: str) -> list[dict[str, Any]] | None:
+    """The pooled statements nearest to the query; None when the query is blank or there
+    is no vector to rank by (the caller falls back to the projected entries)."""
+    if not query.strip():
+        return None
+    query = engine.for_the_reader(reader, query)  # as the live search reads it
+    space_id, vector = engine.query_space_and_vector(reader, query)
+    if space_id is None or not vector:
+        return None
+    head = ranked_pool(reader=reader, scope_ids=scope_ids, projection_ids=projection_ids,
+                       space_id=space_id, vector=vector, limit=HEAD_LIMIT)
+    return head or None
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -140,8 +160,11 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
 
     retrieval: dict[str, Any] | None = None
     if hit:
-        head = _head_from_projections(
-            entries_of(summaries) + entries_of(profiles) + entries_of(cards), query)
+        head = _ranked_head(reader, [sid for sid, _ in chain],
+                            [loaded.ids[k] for k in [*summaries, *profiles, *cards]], query)
+        if head is None:
+            head = _head_from_projections(
+                entries_of(summaries) + entries_of(profiles) + entries_of(cards), query)
     else:
         profile = resolve_profile(requested="fast", scope=scope, default="fast")
         result = engine.search(reader=reader, scope=scope, query=query, profile=profile,

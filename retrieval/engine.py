@@ -196,6 +196,13 @@ def _space_and_vector(reader: Reader, query: str) -> tuple[uuid.UUID | None, tup
     return space.id, tuple(vector)
 
 
+def query_space_and_vector(reader: Reader, query: str
+                           ) -> tuple[uuid.UUID | None, tuple[float, ...]]:
+    """The default embedder's space and the (cached) query vector; (None, ()) when
+    nothing has been embedded in that space yet. An embedding, never a generation call."""
+    return _space_and_vector(reader, query)
+
+
 _FIRST_PERSON = re.compile(r"\b(?:(I|me|myself)|(my|mine))\b", re.IGNORECASE)
 
 
@@ -217,9 +224,13 @@ def for_the_reader(reader: Reader, query: str) -> str:
 
 def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit: int = 10,
            offset: int = 0, as_of: datetime | None = None,
-           strategies: tuple[str, ...] | None = None, blank_fallback: bool = False
+           strategies: tuple[str, ...] | None = None, blank_fallback: bool = False,
+           rerank_gate: Callable[[dict[str, list[tuple[str, float]]]], bool] | None = None
            ) -> SearchResult:
-    """Search for `reader` at `scope`. `strategies` is an internal evaluation override."""
+    """Search for `reader` at `scope`. `strategies` is an internal evaluation override.
+    `rerank_gate` sees the strategies' lists before a reranking profile reranks; when it
+    returns False the rerank is skipped (`no_relevant_evidence`), so a caller that will
+    discard the results (ask's relevance gate) never pays for a model call."""
     started = time.monotonic()
     query = for_the_reader(reader, query)
     reserved = profile.rerank_reserve_ms if profile.rerank else 0
@@ -265,7 +276,9 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     disagreement = fusion.disagreement(lists, query_dependent=set(QUERY_DEPENDENT))
     fused = fusion.fuse({n: c for n, c in lists.items()}, weights, rrf_k=profile.rrf_k)
     rerank: dict[str, Any] = {"status": "not_requested"}
-    if profile.rerank:
+    if profile.rerank and rerank_gate is not None and not rerank_gate(lists):
+        rerank = {"status": "skipped", "reason": "no_relevant_evidence"}
+    elif profile.rerank:
         # The head is reranked whatever the page, so pages continue the same order.
         fused, rerank = reranker.rerank(reader=reader, scope_ids=scope_ids, now=now,
                                         query=query, fused=fused, head=profile.rerank_head,

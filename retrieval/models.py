@@ -13,7 +13,7 @@ from django.db import models
 from django.utils import timezone
 from pgvector.django import VectorField
 
-from knowledge.models import Account, Knowledge, Peer, Scope, Session
+from knowledge.models import Account, Knowledge, Message, Peer, Scope, Session
 
 
 class EmbeddingSpace(models.Model):
@@ -55,6 +55,28 @@ class KnowledgeVector(models.Model):
         db_table = "memhouse_knowledge_vector"
         constraints = [
             models.UniqueConstraint(fields=["knowledge", "space"], name="vector_one_per_space"),
+        ]
+        indexes = [models.Index(fields=["account", "space"])]
+
+
+class MessageVector(models.Model):
+    """One source message's embedding in one space: the semantic half of ask's source
+    recall lane (the lexical half is the full-text index on the message text, migration
+    0008). Rebuildable like KnowledgeVector (`manage.py reembed`); deleted with its
+    message, so an erased message leaves no vector behind."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    space = models.ForeignKey(EmbeddingSpace, on_delete=models.CASCADE)
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_message_vector"
+        constraints = [
+            models.UniqueConstraint(fields=["message", "space"],
+                                    name="message_vector_one_per_space"),
         ]
         indexes = [models.Index(fields=["account", "space"])]
 

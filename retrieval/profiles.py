@@ -58,7 +58,12 @@ BASE_PROFILES: dict[str, Profile] = {
                 experimental=True),
     )
 }
-_OVERRIDABLE = {"weights", "rrf_k", "deadline_ms", "head"}
+# Per-scope overrides (scope setting `retrieval_profiles`: {profile name: {key: value}}).
+# `rerank_reserve_ms` is the rerank allowance of a reranking profile; a real model needs
+# more than the 300 ms thorough reserves by default, so raise it with `deadline_ms`, e.g.
+# {"thorough": {"deadline_ms": 4000, "rerank_reserve_ms": 3000}}. It must stay below the
+# deadline (the strategies keep the rest); a value that does not is ignored.
+_OVERRIDABLE = {"weights", "rrf_k", "deadline_ms", "head", "rerank_reserve_ms"}
 
 
 def _apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
@@ -73,6 +78,10 @@ def _apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
     for key in ("rrf_k", "deadline_ms", "head"):
         if isinstance(clean.get(key), int) and clean[key] > 0:
             changes[key] = clean[key]
+    reserve = clean.get("rerank_reserve_ms")
+    if (profile.rerank and isinstance(reserve, int) and not isinstance(reserve, bool)
+            and 0 < reserve < changes.get("deadline_ms", profile.deadline_ms)):
+        changes["rerank_reserve_ms"] = reserve
     return replace(profile, **changes, overrides={**overrides})
 
 

@@ -19,7 +19,15 @@ Projections are rebuildable caches of governed knowledge, never a second store:
   either waits for it or is invalidated by it; it can never mark a stale payload clean.
 * **Bounded delta compaction.** A rebuild replaces the payload wholesale (no delta log
   accumulates), caps it at MAX_ENTRIES statements, keeps the source knowledge ids, and
-  records how many ids it added and removed against the previous build.
+  records how many ids it added and removed against the previous build. Session
+  summaries keep the newest statements, the other kinds the most confident.
+* **An id pool beyond the payload.** Every statement the projection is built from (up to
+  POOL_MAX, in payload order) is linked by a ProjectionSource row, not only the
+  MAX_ENTRIES shown. A context read with a query ranks that pool by vector distance to
+  the query in SQL (`ranked_pool`), the reader's visibility filter inside the same query,
+  so the knowledge head of a cache hit can be any statement of the pool, as on the live
+  path. The pool rides on the same invalidation as the payload: a change to any pooled
+  statement dirties the projection, and the liveness check reads every link.
 * **Cross-process invalidation by versioning.** `version` bumps on every rebuild and dirty
   mark. Each process keeps a bounded local payload cache keyed by projection id; a reader
   first reads the (id, version, dirty) rows and reuses a local payload only when its
@@ -56,6 +64,9 @@ from retrieval.models import Projection, ProjectionSource
 log = logging.getLogger(__name__)
 
 MAX_ENTRIES = 40
+# Pool cap: the ranking reads at most this many vectors per projection (an exact scan,
+# a few ms), and a rebuild writes this many links at most.
+POOL_MAX = 2000
 LOCAL_CACHE_SIZE = 1024
 REBUILD_SETTING = "memhouse.projection_rebuild"
 Kind = Projection.Kind
@@ -98,7 +109,8 @@ def statements_for(p: Projection, *, at: datetime | None = None) -> QuerySet[Kno
         assert p.session_id is not None  # the kind-shape constraint guarantees it
         in_session = KnowledgeSource.objects.filter(knowledge_id=OuterRef("pk"),
                                                     message__session_id=p.session_id)
-        return qs.filter(Exists(in_session)).order_by("inserted_at", "id")
+        # The newest statements: a session summary is read to continue the session.
+        return qs.filter(Exists(in_session)).order_by("-inserted_at", "-id")
     return qs.order_by("-confidence", "-inserted_at", "id")
 
 
@@ -139,12 +151,15 @@ def rebuild(account_id: uuid.UUID | str, projection_id: uuid.UUID | str) -> bool
         total = qs.count()
         rows = list(qs.select_related("scope", "subject_peer")[:MAX_ENTRIES])
         ids = [k.id for k in rows]
-        previous = set(p.source_ids)
+        pool = ids + [i for i in qs.values_list("id", flat=True)[MAX_ENTRIES:POOL_MAX]]
+        previous = set(ProjectionSource.objects.filter(projection_id=p.pk)
+                       .values_list("knowledge_id", flat=True))
         payload = {
             "kind": p.kind, "audience": p.audience, "scope": p.scope.path,
             "entries": [entry(k) for k in rows], "total": total,
-            "truncated": total > len(rows),
-            "delta": {"added": len(set(ids) - previous), "removed": len(previous - set(ids))},
+            "truncated": total > len(rows), "pool": len(pool),
+            "delta": {"added": len(set(pool) - previous),
+                      "removed": len(previous - set(pool))},
         }
         Projection.objects.filter(pk=p.pk).update(
             payload=payload, source_ids=ids, built_at=now, dirty=False,
@@ -154,7 +169,7 @@ def rebuild(account_id: uuid.UUID | str, projection_id: uuid.UUID | str) -> bool
             ProjectionSource.objects.filter(projection_id=p.pk).delete()
             ProjectionSource.objects.bulk_create([
                 ProjectionSource(account_id=p.account_id, projection_id=p.pk, knowledge_id=k)
-                for k in ids])
+                for k in pool])
         finally:
             _set_rebuild_flag(False)
     return True
@@ -350,6 +365,7 @@ class Loaded:
 
     payloads: dict[Key, dict[str, Any]] = field(default_factory=dict)
     versions: dict[Key, int] = field(default_factory=dict)
+    ids: dict[Key, uuid.UUID] = field(default_factory=dict)  # of the served payloads
     missing: list[Key] = field(default_factory=list)
     dirty: list[Key] = field(default_factory=list)
     stale: list[Key] = field(default_factory=list)
@@ -413,6 +429,7 @@ def load(account_id: uuid.UUID, keys: Sequence[Key]) -> Loaded:
             need[row["id"]] = k
         else:
             out.payloads[k], out.versions[k] = payload, row["version"]
+            out.ids[k] = row["id"]
             out.local_hits += 1
     if need:
         fresh = {r["id"]: r for r in Projection.objects.filter(pk__in=list(need), dirty=False)
@@ -424,6 +441,7 @@ def load(account_id: uuid.UUID, keys: Sequence[Key]) -> Loaded:
                 continue
             local_cache.put(pid, r["version"], r["payload"])
             out.payloads[k], out.versions[k] = r["payload"], r["version"]
+            out.ids[k] = pid
             out.loaded += 1
     rebuild_ids = [rows[k]["id"] for k in out.dirty if k in rows]
     if out.stale:
@@ -442,3 +460,36 @@ def load(account_id: uuid.UUID, keys: Sequence[Key]) -> Loaded:
                             .values_list("id", flat=True))
     _rebuild_on_commit(account_id, rebuild_ids)
     return out
+
+
+def ranked_pool(*, reader: Reader, scope_ids: Sequence[uuid.UUID],
+                projection_ids: Sequence[uuid.UUID], space_id: uuid.UUID,
+                vector: Sequence[float], limit: int) -> list[dict[str, Any]]:
+    """The statements of the projections' pools nearest to `vector` (cosine distance in
+    SQL, ties by id), as entries: only what `reader` may read at `scope_ids` now.
+
+    An exact scan of the pooled vectors: the MATERIALIZED CTE keeps the planner off the
+    per-space HNSW index, whose approximate scan could stop short of `limit` once the
+    pool and visibility filters drop rows."""
+    if not projection_ids or not vector:
+        return []
+    now = timezone.now()
+    visible_sql, visible_params = (visible_knowledge(reader=reader, scope_ids=scope_ids,
+                                                     at=now)
+                                   .values("id").query.sql_with_params())
+    dims = len(vector)
+    literal = "[" + ",".join(f"{x:.7f}" for x in vector) + "]"
+    sql = (f"WITH pooled AS MATERIALIZED (SELECT v.knowledge_id, v.embedding "
+           f"FROM memhouse_knowledge_vector v WHERE v.space_id = %s AND v.knowledge_id IN "
+           f"(SELECT s.knowledge_id FROM memhouse_projection_source s "
+           f"WHERE s.projection_id = ANY(%s::uuid[])) AND v.knowledge_id IN ({visible_sql})) "
+           f"SELECT knowledge_id FROM pooled ORDER BY "
+           f"(embedding::vector({dims})) <=> %s::vector({dims}), knowledge_id LIMIT %s")
+    params = [str(space_id), [str(i) for i in projection_ids], *visible_params, literal,
+              limit]
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        ids = [row[0] for row in cur.fetchall()]
+    rows = {k.id: k for k in visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
+            .filter(pk__in=ids).select_related("scope", "subject_peer")}
+    return [entry(rows[i]) for i in ids if i in rows]

@@ -10,3 +10,11 @@ def embed_knowledge(account_id: str, knowledge_ids: list[str]) -> int:
     from retrieval.vectors import embed_knowledge as run
 
     return run(account_id, knowledge_ids)
+
+
+@shared_task(name="retrieval.embed_messages", autoretry_for=(OperationalError,),
+             retry_backoff=True, max_retries=5, acks_late=True)
+def embed_messages(account_id: str, message_ids: list[str]) -> int:
+    from retrieval.vectors import embed_messages as run
+
+    return run(account_id, message_ids)

@@ -347,6 +347,7 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
         Message.objects.filter(pk__in=locked).update(extracted_at=timezone.now())
         if embed:
             enqueue_embedding(account_id, outcome.kept or [])
+            enqueue_message_embedding(account_id, [str(m.pk) for m in work])
     return outcome, failed
 
 
@@ -471,6 +472,17 @@ def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> 
     transaction.on_commit(lambda: embed_knowledge_task.delay(str(account_id), ids), robust=True)
     # The entity mention index is rebuildable and internal; it follows every new statement.
     transaction.on_commit(lambda: index_entities_task.delay(str(account_id), ids), robust=True)
+
+
+def enqueue_message_embedding(account_id: uuid.UUID | str, message_ids: list[str]) -> None:
+    """The source message's own vector, for ask's source recall lane (rebuildable:
+    `manage.py reembed` embeds any message this missed)."""
+    if not message_ids:
+        return
+    from retrieval.tasks import embed_messages as embed_messages_task
+
+    ids = list(dict.fromkeys(message_ids))
+    transaction.on_commit(lambda: embed_messages_task.delay(str(account_id), ids), robust=True)
 
 
 # --- Documents -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from knowledge import services
 from knowledge.models import Message, Relation
 from memhouse.tenancy import account_context
 from retrieval import ask as ask_mod
-from retrieval.vectors import embed_knowledge
+from retrieval.vectors import embed_knowledge, embed_messages
 from tests.fake_llm import FakeOpenAI, Reply, ok
 from tests.retrieval.test_context import fake_model  # noqa: F401 - fixture
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
@@ -207,6 +207,7 @@ def garden(corpus):  # noqa: F811
     # reads the similarity, so these are embedded like the corpus's.
     embed_knowledge(w.account.id, [*ids["garden"], ids["architect"], ids["grandmother"],
                                    ids["asthma_at_work"]])
+    embed_messages(w.account.id, [ids["architect_msg"], ids["asthma_msg"]])  # as intake does
     return w, ids
 
 
@@ -375,10 +376,23 @@ def test_an_unrelated_question_costs_no_answer_call(live_server, corpus, model):
     body = _ok(_ask(live_server, w.agent_key, query="What is the capital of France?",
                     peer_key="alice", effort="medium"))
     assert body["abstention_reason"] == "no_relevant_evidence"
-    # Only the thorough search's rerank ran; no planner, no answer call.
+    # The relevance gate ran before the thorough search's rerank: no rerank, no planner,
+    # no answer call - no model call at all.
     assert body["model_called"] is False
-    assert [_schema_name(r) for r in model.requests] == ["search_rerank_v1"]
+    assert model.requests == []
+    assert body["retrieval"]["rerank"] == {"status": "skipped",
+                                           "reason": "no_relevant_evidence"}
     assert body["recall"]["planner"] is None  # no planning over unrelated statements
+
+
+def test_a_question_about_the_memory_is_still_reranked_by_the_model(live_server, corpus,  # noqa: F811
+                                                                     model):
+    w, _ = corpus
+    model.script = [RERANK_KEEPS_ORDER, _answer([], 90)]
+    body = _ok(_ask(live_server, w.agent_key, query="Where does Alice like to go hiking?",
+                    peer_key="alice"))
+    assert [_schema_name(r) for r in model.requests][:1] == ["search_rerank_v1"]
+    assert body["retrieval"]["rerank"]["reranker"] == "model"
 
 
 def test_a_question_about_the_memory_still_gets_its_answer(live_server, corpus, settings):  # noqa: F811

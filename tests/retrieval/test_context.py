@@ -73,6 +73,29 @@ def test_a_miss_runs_fast_live_then_projections_are_reused(live_server, corpus):
     assert len(listed) == len(set(listed))
 
 
+def test_a_hit_ranks_the_whole_pool_by_the_query(live_server, corpus, monkeypatch):  # noqa: F811
+    from retrieval import projections
+
+    w, ids = corpus
+    # Projections that show nothing: a hit head can only come from their id pools.
+    monkeypatch.setattr(projections, "MAX_ENTRIES", 0)
+    q = "Where did Alice go for support?"
+    _ok(_context(live_server, w.agent_key, peer_key="alice", query=q))  # miss: builds
+    hit = _ok(_context(live_server, w.agent_key, peer_key="alice", query=q))
+    assert hit["projection_cache_hit"] is True
+    assert hit["knowledge"][0]["id"] == ids["support"]
+    assert ids["paid"] not in _all_ids(hit)  # a sibling scope's row is in no pool
+    bob = _ok(_context(live_server, w.agent_key, peer_key="bob", query="Alice asthma"))
+    bob = _ok(_context(live_server, w.agent_key, peer_key="bob", query="Alice asthma"))
+    assert bob["projection_cache_hit"] is True and ids["asthma"] not in _all_ids(bob)
+    # A lifecycle change to a pooled statement is invisible at once.
+    with account_context(w.account.id):
+        transition(Knowledge.objects.get(pk=ids["support"]), "redacted", actor="system:test",
+                   reason="f4_subject_redacted")
+    after = _ok(_context(live_server, w.agent_key, peer_key="alice", query=q))
+    assert after["projection_cache_hit"] is True and ids["support"] not in _all_ids(after)
+
+
 def test_reader_semantics_apply_to_every_section(live_server, corpus):  # noqa: F811
     w, ids = corpus
     for _ in range(2):  # miss, then hit

@@ -145,15 +145,70 @@ def test_rebuild_replaces_the_payload_within_a_bounded_size(corpus, monkeypatch)
     with account_context(w.account.id):
         p = Projection.objects.get(kind=Kind.SCOPE_CARD, audience="shared", scope=w.scope)
         assert [str(i) for i in p.source_ids] == [e["id"] for e in payload["entries"]]
-        assert ProjectionSource.objects.filter(projection=p).count() == 5
+        # The id pool links every statement it is built from, not only the 5 shown.
+        assert ProjectionSource.objects.filter(projection=p).count() == 9
+        assert p.payload["pool"] == 9
         first = p.payload["delta"]
-        assert first == {"added": 5, "removed": 0}
+        assert first == {"added": 9, "removed": 0}
     projections.rebuild(w.account.id, p.pk)  # no change: replaced, not appended to
     with account_context(w.account.id):
         p.refresh_from_db()
         assert len(p.payload["entries"]) == 5 and p.payload["delta"] == {"added": 0,
                                                                          "removed": 0}
-        assert ProjectionSource.objects.filter(projection=p).count() == 5
+        assert ProjectionSource.objects.filter(projection=p).count() == 9
+    monkeypatch.setattr(projections, "POOL_MAX", 7)  # the pool is bounded too
+    projections.rebuild(w.account.id, p.pk)
+    with account_context(w.account.id):
+        assert ProjectionSource.objects.filter(projection=p).count() == 7
+
+
+def test_session_summary_keeps_the_newest_statements(corpus, monkeypatch):  # noqa: F811
+    w, _ids = corpus
+    monkeypatch.setattr(projections, "MAX_ENTRIES", 2)
+    with account_context(w.account.id):
+        session = Session.objects.create(account=w.account, scope=w.scope, external_id="s-9")
+        added = []
+        for n in range(4):
+            msg = Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
+                                         session=session, text=f"Step {n} of the launch.",
+                                         occurred_at=datetime.now(UTC))
+            added.append(_add(w, f"The team finished launch step {n}.", subject=None,
+                              sources=[{"message": msg, "excerpt": f"Step {n}"}]))
+    key = Key(Kind.SESSION_SUMMARY, Audience.SHARED, w.scope.id, session_id=session.id)
+    payload = _build(w, [key]).payloads[key]
+    assert [e["id"] for e in payload["entries"]] == [added[3], added[2]]  # newest first
+    assert payload["total"] == 4 and payload["truncated"] and payload["pool"] == 4
+
+
+def test_ranked_pool_keeps_the_readers_filters_in_sql(corpus, monkeypatch):  # noqa: F811
+    from memhouse.principal import Reader
+    from retrieval.embedding import get_embedder
+    from retrieval.models import EmbeddingSpace
+
+    w, ids = corpus
+    monkeypatch.setattr(projections, "MAX_ENTRIES", 0)  # everything is in the pool only
+    with account_context(w.account.id):
+        chain = list(Scope.objects.filter(path__in=["/marketing/social", "/marketing", "/"])
+                     .values_list("id", flat=True))
+    keys = _keys(w, peer="alice")
+    loaded = _build(w, keys)
+    assert all(p["entries"] == [] and p["pool"] >= 0 for p in loaded.payloads.values())
+    ident = get_embedder().identity
+    vector = get_embedder().embed_query("Where did Alice go for support?")
+    with account_context(w.account.id):
+        space = EmbeddingSpace.objects.get(provider=ident.provider, model=ident.model,
+                                           version=ident.version, dims=ident.dims)
+        pids = [loaded.ids[k] for k in keys]
+        alice = Reader(account_id=w.account.id, posture="peer",
+                       peer_id=Peer.objects.get(key="alice").id, scope_roots=None)
+        head = projections.ranked_pool(reader=alice, scope_ids=chain, projection_ids=pids,
+                                       space_id=space.id, vector=vector, limit=3)
+        assert head[0]["id"] == ids["support"] and len(head) == 3
+        # Handed the same pools, a public-only reader gets public statements only.
+        public = Reader(account_id=w.account.id, posture="public_only")
+        head = projections.ranked_pool(reader=public, scope_ids=chain, projection_ids=pids,
+                                       space_id=space.id, vector=vector, limit=10)
+        assert [e["id"] for e in head] == [ids["public"]]
 
 
 def test_version_counter_invalidates_other_processes_local_copies(corpus):  # noqa: F811

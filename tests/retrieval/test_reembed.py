@@ -80,9 +80,9 @@ def test_vectors_of_the_old_embedder_are_never_mixed_in_and_reembed_is_reported(
     assert res.strategies["not_applicable"] == ["semantic"]
     assert res.retrieval_outcomes == [{"strategy": "semantic", "outcome": "not_applicable",
                                        "reason_class": "needs_reembed"}]
-    with pytest.raises(CommandError, match=r"2 statements need `manage\.py reembed`"):
+    with pytest.raises(CommandError, match=r"2 statements or messages need `manage\.py reembed`"):
         call_command("reembed", check=True)
-    assert "2 statements without a vector in onnx/" in capsys.readouterr().out
+    assert "2 statements and 0 messages without a vector in onnx/" in capsys.readouterr().out
     with account_context(w.account.id):  # --check wrote nothing, not even the space
         assert not EmbeddingSpace.objects.filter(provider="onnx").exists()
 

@@ -113,6 +113,25 @@ def test_a_model_slower_than_the_allowance_times_out_with_the_fused_order(
     assert len(model.requests) == 1
 
 
+def test_the_allowance_is_a_scope_override_for_slower_models(live_server, corpus, model):  # noqa: F811
+    from knowledge.models import Scope
+
+    w, _ = corpus
+    with account_context(w.account.id):
+        Scope.objects.filter(path="/").update(settings={"retrieval_profiles": {"thorough": {
+            "deadline_ms": 6000, "rerank_reserve_ms": 4000}}})
+    model.script = [Reply(delay=1.5, body=completion(json.dumps({"order": ["S2", "S1"]})))]
+    body = _thorough(live_server, w.agent_key)
+    assert body["reserved_rerank_ms"] == 4000
+    assert body["rerank"]["status"] == "done"
+    # An allowance that leaves the strategies no time is ignored, not obeyed.
+    with account_context(w.account.id):
+        Scope.objects.filter(path="/").update(settings={"retrieval_profiles": {"thorough": {
+            "rerank_reserve_ms": 1500}}})
+    model.script = [ok({"order": []})]
+    assert _thorough(live_server, w.agent_key)["reserved_rerank_ms"] == 300
+
+
 def test_a_provider_error_fails_the_rerank_and_keeps_the_fused_order(
         live_server, corpus, model, settings):  # noqa: F811
     w, _ = corpus
