@@ -443,6 +443,44 @@ def case_scope_belief_time_put(c: Corpus, client: APIClient) -> None:
                   field="scope")
 
 
+def _a_scope_link(c: Corpus) -> str:
+    """Link Account A's /marketing/social and /marketing/paid (rolled back with the test)."""
+    from knowledge.models import Scope, ScopeRelation
+    from memhouse.tenancy import account_context
+
+    with account_context(c.world.account.id):
+        rel = ScopeRelation.objects.create(account=c.world.account,
+                                           source=Scope.objects.get(path=SOCIAL),
+                                           target=c.sibling)
+    return str(rel.id)
+
+
+def case_scope_relations_get(c: Corpus, client: APIClient) -> None:
+    real = _a_scope_link(c)
+    r = api(client, c.keys["mel"], "GET", "scopes/relations")
+    assert r.status_code == 200 and r.json()["relations"] == []
+    tenancy_ignored(c, client, c.keys["mel"], "GET", "scopes/relations")
+    mine = api(client, c.keys["dave"], "GET", "scopes/relations").json()["relations"]
+    assert [x["id"] for x in mine] == [real]
+
+
+def case_scope_relations_post(c: Corpus, client: APIClient) -> None:
+    # A scope path that exists only in A is as unknown to B as a random one.
+    body = {"target": "/marketing"}
+    r = no_oracle(c, client, c.keys["mel"], "POST", "scopes/relations", SOCIAL, body,
+                  field="source")
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "POST", "scopes/relations", SOCIAL, body,
+                  field="source")
+
+
+def case_scope_relation_delete(c: Corpus, client: APIClient) -> None:
+    real = _a_scope_link(c)
+    r = no_oracle(c, client, c.keys["mel"], "DELETE", "scopes/relations/{id}", real)
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "DELETE", "scopes/relations/{id}", real)
+
+
 def _dead_letter_a_message(c: Corpus) -> str:
     """Set Account A's message aside as a failed extraction (rolled back with the test)."""
     from django.utils import timezone
@@ -594,6 +632,9 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("usage", "GET"): case_usage,
     ("scopes", "GET"): case_scopes_get,
     ("scopes", "POST"): case_scopes_post,
+    ("scope-relations", "GET"): case_scope_relations_get,
+    ("scope-relations", "POST"): case_scope_relations_post,
+    ("scope-relation", "DELETE"): case_scope_relation_delete,
     ("peers", "GET"): case_peers_get,
     ("peers", "POST"): case_peers_post,
     ("messages", "POST"): case_messages,
@@ -865,7 +906,17 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         assert not projections.statements_for(p).exists()
         assert not Projection.objects.filter(account_id=c.world.account.id).exists()
 
+    def scope_links(c: Corpus) -> None:
+        from knowledge import scope_relations
+
+        _a_scope_link(c)
+        a_scope, b, _ = _b_context(c)
+        assert scope_relations.linked_scopes(reader=forged(c), scope_ids=[a_scope.id]) == []
+        assert scope_relations.relations_list(principal=b) == []
+
     return {
+        "knowledge.scope_relations.linked_scopes": scope_links,
+        "knowledge.scope_relations.relations_list": scope_links,
         "knowledge.selectors.reader_for": reader_for,
         "knowledge.selectors.peer_acted_for": peer_acted_for,
         "knowledge.selectors.scope_for_read": scope_for_read,
