@@ -39,10 +39,11 @@ urlpatterns += [
     path("stable-profile", read_api.StableProfileApi.as_view(), name="stable-profile"),
 ]
 
-from retrieval import listing_api  # noqa: E402
+from retrieval import listing_api, readiness_api  # noqa: E402
 
 urlpatterns += [
     path("knowledge", listing_api.KnowledgeListApi.as_view(), name="knowledge"),
     path("knowledge/<uuid:knowledge_id>", listing_api.KnowledgeDetailApi.as_view(),
          name="knowledge-detail"),
+    path("readiness", readiness_api.ReadinessApi.as_view(), name="readiness"),
 ]

@@ -158,6 +158,31 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "request": {"path": "/marketing/social"},
         "response": {"id": SCOPE_ID, "path": "/marketing/social"},
     },
+    "v1_readiness_retrieve": {
+        "status": 200,
+        "response": {
+            "scope": "/demo", "subject": "caroline", "reader_posture": "peer",
+            "status": "gap",
+            "projections": [
+                {"kind": "scope_card", "audience": "shared", "scope": "/demo",
+                 "status": "fresh", "built_at": NOW},
+                {"kind": "scope_card", "audience": "shared", "scope": "/",
+                 "status": "missing", "built_at": None},
+                {"kind": "peer_profile", "audience": "subject", "scope": "/demo",
+                 "status": "dirty", "built_at": NOW},
+                {"kind": "peer_profile", "audience": "subject", "scope": "/",
+                 "status": "missing", "built_at": None}],
+            "kinds": {k: {"status": st, "fresh": f,
+                          "gaps": {"expired": e, "needs_revalidation": r}}
+                      for k, st, f, e, r in (("fact", "ready", 3, 0, 1),
+                                             ("preference", "gap", 0, 0, 1),
+                                             ("relation", "missing", 0, 0, 0),
+                                             ("skill", "missing", 0, 0, 0),
+                                             ("event", "gap", 0, 1, 0))},
+            "gaps": {"expired": 1, "needs_revalidation": 2},
+            "gap_statements": None,
+        },
+    },
     "v1_scopes_relations_retrieve": {
         "status": 200,
         "response": {"relations": [SCOPE_RELATION]},
@@ -519,6 +544,8 @@ SUMMARIES: dict[str, str] = {
                                                "effective policy",
     "v1_scopes_settings_belief_time_update": "Set or clear a scope's belief-time override "
                                              "(administrators)",
+    "v1_readiness_retrieve": "Which projections of a read are fresh and which readiness "
+                             "gaps a scope or a subject has",
     "v1_scopes_relations_retrieve": "List the scope relations (administrators)",
     "v1_scopes_relations_create": "Link two scopes so relation expansion may cross them for "
                                   "readers authorised for both (administrators)",

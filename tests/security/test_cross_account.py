@@ -481,6 +481,19 @@ def case_scope_relation_delete(c: Corpus, client: APIClient) -> None:
     owner_sees_it(client, c.keys["dave"], "DELETE", "scopes/relations/{id}", real)
 
 
+def case_readiness(c: Corpus, client: APIClient) -> None:
+    # A's scope path is as unknown to B as a random one, and A's peer keys name nobody.
+    r = no_oracle(c, client, c.keys["mallory"], "GET", "readiness?scope={id}", SOCIAL)
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["scribe"], "GET", "readiness?scope={id}", SOCIAL)
+    r = api(client, c.keys["mallory"], "GET", "readiness",
+            query={"scope": "/marketing", "subject": "alice"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "unknown_subject")
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "readiness?scope=/marketing")
+    _leak_free(c, api(client, c.keys["mallory"], "GET", "readiness",
+                      query={"scope": "/marketing"}).content.decode())
+
+
 def _dead_letter_a_message(c: Corpus) -> str:
     """Set Account A's message aside as a failed extraction (rolled back with the test)."""
     from django.utils import timezone
@@ -674,6 +687,7 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("admin-dead-letter-retry", "POST"): case_dead_letter_retry,
     ("knowledge", "GET"): case_knowledge_list,
     ("knowledge-detail", "GET"): case_knowledge_detail,
+    ("readiness", "GET"): case_readiness,
     ("people", "GET"): case_people_get,
     ("people", "POST"): case_people_post,
     ("person", "GET"): _person("GET", "", {}),
