@@ -101,7 +101,8 @@ INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00
 # The ids docs/api.md's curl lines put into path parameters.
 PATH_PARAMETERS: dict[str, str] = {"knowledge_id": K1, "document_id": DOC,
                                    "question_id": QUESTION, "message_id": MSG,
-                                   "person_id": PERSON_ID}
+                                   "person_id": PERSON_ID,
+                                   "relation_id": SCOPE_RELATION_ID}
 
 # operationId -> {"status": success code, "request": body (when there is one),
 #                 "query": query parameters of the example request (docs/api.md only),
@@ -160,6 +161,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_readiness_retrieve": {
         "status": 200,
+        "query": {"scope": "/demo", "subject": "caroline"},
         "response": {
             "scope": "/demo", "subject": "caroline", "reader_posture": "peer",
             "status": "gap",

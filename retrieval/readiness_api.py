@@ -2,7 +2,7 @@
 
 A thin view over retrieval.readiness. The reader is built as for search (`peer_key`
 within the credential's act-for grant), the scope is authorised by scope_for_read
-(unauthorised and missing scopes are the same 404), and `subject` names the peer the
+(unauthorised and missing scopes are the same 404; `/` when absent, as for search), and `subject` names the peer the
 report is about (400 `unknown_subject` for a key the Account does not have); without it
 the report is about the scope. Content-free unless the reader is the subject.
 """
@@ -35,7 +35,7 @@ class ReadinessApi(APIView):
     has. Only the subject reading their own report gets the gap statements."""
 
     class InputSerializer(serializers.Serializer):
-        scope = serializers.CharField(max_length=500)
+        scope = serializers.CharField(max_length=500, required=False, default="/")
         subject = serializers.CharField(max_length=200, required=False)
         peer_key = serializers.CharField(max_length=200, required=False)
 

@@ -142,7 +142,7 @@ def test_bad_input_is_4xx(live_server, corpus):
     w, _, keys = corpus
     cases = [({"scope": "/nowhere"}, 404, "not_found"),
              ({"scope": "no-slash"}, 400, "invalid_scope_path"),
-             ({}, 400, "invalid_input"),
+             ({"scope": "/" + "x" * 600}, 400, "invalid_input"),
              ({"scope": "/marketing/social", "subject": "ghost"}, 400, "unknown_subject"),
              ({"scope": "/marketing/social", "peer_key": "ghost"}, 400, "unknown_peer_key")]
     for params, status, code in cases:
