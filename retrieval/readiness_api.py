@@ -2,9 +2,10 @@
 
 A thin view over retrieval.readiness. The reader is built as for search (`peer_key`
 within the credential's act-for grant), the scope is authorised by scope_for_read
-(unauthorised and missing scopes are the same 404; `/` when absent, as for search), and `subject` names the peer the
-report is about (400 `unknown_subject` for a key the Account does not have); without it
-the report is about the scope. Content-free unless the reader is the subject.
+(unauthorised and missing scopes are the same 404; `/` when absent, as for search), and
+`subject` names the peer the report is about (400 `unknown_subject` for a key the Account
+does not have); without it the report is about the scope. Content-free unless the
+reader is the subject.
 """
 
 from __future__ import annotations
