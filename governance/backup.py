@@ -75,11 +75,12 @@ def derived_tables() -> list[str]:
         KnowledgeVector,
         Projection,
         ProjectionSource,
+        RecallDocument,
     )
 
     return sorted(m._meta.db_table for m in (DocumentChunk, EmbeddingSpace, Entity,
                                                EntityMention, KnowledgeVector, Projection,
-                                               ProjectionSource))
+                                               ProjectionSource, RecallDocument))
 
 
 # --- the admin connection and the PostgreSQL client binaries ----------------------------

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from knowledge import lifecycle
 from knowledge.models import Knowledge
 from memhouse.tenancy import account_context
+from retrieval import recall
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 
 # States worth a vector: anything that can become retrievable without re-extraction.
@@ -35,6 +36,7 @@ def space_ensure(identity: Any) -> EmbeddingSpace:
             f"CREATE INDEX IF NOT EXISTS {index_name(space)} ON memhouse_knowledge_vector "
             f"USING hnsw ((embedding::vector({int(space.dims)})) vector_cosine_ops) "
             f"WITH (m = 16, ef_construction = 64) WHERE space_id = '{space.id}'")
+    recall.ensure_index(space)
     return space
 
 
@@ -60,6 +62,8 @@ def embed_knowledge(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
             KnowledgeVector(account_id=account_id, knowledge_id=kid, space=space, embedding=vec)
             for (kid, _), vec in zip(rows, vectors, strict=True) if kid not in existing
         ])
+    # The minimal profile's recall projection is copied from the vectors just written.
+    recall.refresh(account_id, [kid for kid, _ in rows])
     return len(rows) - len(existing)
 
 

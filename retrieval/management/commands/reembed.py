@@ -7,6 +7,7 @@ from tqdm import tqdm
 
 from knowledge.models import Knowledge
 from memhouse.tenancy import account_context, list_account_ids
+from retrieval import recall
 from retrieval.embedding import get_embedder
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from retrieval.vectors import EMBEDDABLE_STATES, embed_knowledge, space_ensure
@@ -57,6 +58,9 @@ class Command(BaseCommand):
                     others = EmbeddingSpace.objects.exclude(pk=space.pk)
                     dropped, _ = KnowledgeVector.objects.filter(space__in=others).delete()
                 self.stdout.write(f"{account_id}: dropped {dropped} vectors of other spaces")
+            # The minimal profile's recall projection is rebuilt with the vectors.
+            copies = recall.rebuild(account_id)
+            self.stdout.write(f"{account_id}: recall projection rebuilt ({copies} documents)")
         self.stdout.write(f"embedded {total} statements into {space}")
 
     def _check(self, identity: Any, ids: list[Any]) -> None:
