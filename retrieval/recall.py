@@ -89,4 +89,6 @@ def rebuild(account_id: uuid.UUID | str) -> int:
 def on_knowledge_change(item: Any) -> None:
     """The lifecycle refresh hook: inside the state change's transaction (its Account
     bound), so a statement never outlives its retrievable state in the projection."""
+    if item.state == lifecycle.INITIAL_STATE:
+        return  # a freshly proposed row has no vector and no copy yet
     _refresh_sql(item.account_id, [item.pk])
