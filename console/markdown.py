@@ -91,7 +91,9 @@ def render(markdown: str) -> SafeString:
         if heading:
             flush()
             level = len(heading.group(1))
-            blocks.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+            # The slug GitHub gives the heading, so docs links (#readiness) work here too.
+            slug = re.sub(r"[^a-z0-9]+", "-", heading.group(2).lower()).strip("-")
+            blocks.append(f'<h{level} id="{slug}">{_inline(heading.group(2))}</h{level}>')
         elif not line.strip():
             flush()
         else:

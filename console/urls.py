@@ -39,6 +39,7 @@ urlpatterns = [
     path("me/questions/<uuid:question_id>/answer/", views.question_answer,
          name="question-answer"),
     # Everyone signed in
+    path("readiness/", views.readiness_panel, name="readiness"),
     path("scopes/", views.scope_browser, name="scope-root"),
     re_path(r"^scopes/(?P<path>[^?#]+?)/?$", views.scope_browser, name="scope"),
     path("knowledge/<uuid:knowledge_id>/", views.knowledge_detail, name="knowledge"),

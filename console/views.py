@@ -825,6 +825,32 @@ def scope_browser(request: HttpRequest, principal: Principal, path: str = "") ->
     return _page(request, principal, "console/scope.html", context)
 
 
+@console_view()
+def readiness_panel(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The scope page's readiness panel (HTMX): the signed-in person's read at ?scope=,
+    about the scope or about ?subject= (a peer key). Gap statements are listed only in
+    the person's own report (retrieval.readiness)."""
+    from knowledge.models import Peer
+    from retrieval.readiness import readiness
+
+    reader = reader_for(principal=principal)
+    scope = scope_for_read(reader=reader, path=request.GET.get("scope") or "/")
+    key = (request.GET.get("subject") or "").strip()
+    subject = None
+    if key:
+        subject = Peer.objects.filter(account_id=principal.account_id, key=key).first()
+        if subject is None:
+            raise ApplicationError("unknown_subject", f"There is nobody called {key!r} here.")
+    report = readiness(reader=reader, scope=scope, subject=subject)
+    peers = list(Peer.objects.filter(account_id=principal.account_id, deactivated_at=None)
+                 .order_by("display_name", "key").values_list("key", "display_name"))
+    context = {"report": report, "scope": scope, "subject_key": key, "peers": peers,
+               "me": principal.peer.key}
+    if is_partial(request):
+        return render(request, "console/partials/readiness.html", context)
+    return _page(request, principal, "console/readiness.html", context)
+
+
 def _detail_page(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
                  *, status: int = 200, **extra: Any) -> HttpResponse:
     reader = reader_for(principal=principal)

@@ -73,6 +73,7 @@ from knowledge.models import (
     Peer,
     Relation,
     Scope,
+    ScopeRelation,
     Session,
     UsageEntry,
 )
@@ -176,7 +177,8 @@ def _user_model() -> type[models.Model]:
 def tables() -> list[tuple[str, type[models.Model]]]:
     return [
         ("accounts", Account), ("users", _user_model()), ("scopes", Scope), ("peers", Peer),
-        ("credentials", Credential), ("sessions", Session), ("messages", Message),
+        ("scope_relations", ScopeRelation), ("credentials", Credential),
+        ("sessions", Session), ("messages", Message),
         ("documents", Document), ("document_versions", DocumentVersion),
         ("knowledge", Knowledge), ("knowledge_sources", KnowledgeSource),
         ("relations", Relation), ("lifecycle_events", LifecycleEvent),

@@ -76,11 +76,12 @@ def derived_tables() -> list[str]:
         MessageVector,
         Projection,
         ProjectionSource,
+        RecallDocument,
     )
 
     return sorted(m._meta.db_table for m in (DocumentChunk, EmbeddingSpace, Entity,
                                                EntityMention, KnowledgeVector, MessageVector,
-                                               Projection, ProjectionSource))
+                                               Projection, ProjectionSource, RecallDocument))
 
 
 # --- the admin connection and the PostgreSQL client binaries ----------------------------

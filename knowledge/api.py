@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge import people, services, usage
+from knowledge import people, scope_relations, services, usage
 from knowledge.credentials import principal_for_user
 from knowledge.selectors import DOCUMENTS_DEFAULT_LIMIT, DOCUMENTS_MAX_LIMIT
 from memhouse.errors import ApplicationError, error_response
@@ -234,6 +234,43 @@ class ScopesApi(APIView):
                                    status_code=403)
         scope = services.scope_ensure(account_id=p.account_id, path=path)
         return Response({"id": scope.id, "path": scope.path}, status=201)
+
+
+class ScopeRelationsApi(APIView):
+    """GET: the Account's scope relations. POST {source, target}: link two existing scopes,
+    so relation expansion may cross between them for readers authorised for both
+    (account administrators; a link never grants access)."""
+
+    permission_classes = [IsHumanAdmin]
+
+    class InputSerializer(serializers.Serializer):
+        # DRF's metaclass pops declared fields, so this does not shadow Field.source.
+        source = serializers.CharField(max_length=500)  # type: ignore[assignment]
+        target = serializers.CharField(max_length=500)
+
+    def get(self, request: Request) -> Response:
+        rows = scope_relations.relations_list(principal=principal_of(request))
+        return Response({"relations": [scope_relations.relation_out(r) for r in rows]})
+
+    def post(self, request: Request) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        rel = scope_relations.relation_create(principal=p, **data.validated_data)
+        return Response(scope_relations.relation_out(rel), status=201)
+
+
+class ScopeRelationApi(APIView):
+    """DELETE: remove a scope relation (account administrators)."""
+
+    permission_classes = [IsHumanAdmin]
+
+    @extend_schema(operation_id="v1_scope_relation_destroy",
+                   summary="Remove a scope relation (administrators)")
+    def delete(self, request: Request, relation_id: uuid.UUID) -> Response:
+        scope_relations.relation_delete(principal=principal_of(request),
+                                        relation_id=relation_id)
+        return Response({"id": str(relation_id), "deleted": True})
 
 
 class PeersApi(APIView):

@@ -261,6 +261,12 @@ TERMINAL = frozenset(n for n, s in STATES.items() if s.stability == "terminal")
 MEMBER_VISIBLE = frozenset(n for n, s in STATES.items() if s.visibility.member)
 CURATOR_VISIBLE = frozenset(n for n, s in STATES.items() if s.visibility.curator)
 # States a subject may still dispute or withdraw ("nonterminal" in the contract).
+# The readiness column as sets (retrieval.readiness reports them): a statement in a
+# READY state satisfies readiness, in SUBJECT_READY only its own subject's, in a GAP state
+# it is a reported gap; every other state counts as missing.
+READY = frozenset(n for n, s in STATES.items() if s.readiness == "satisfies")
+SUBJECT_READY = frozenset(n for n, s in STATES.items() if s.readiness == "subject_only")
+READINESS_GAPS = frozenset(n for n, s in STATES.items() if s.readiness == "gap")
 CURRENT = frozenset({ACTIVE, PROVISIONAL, HELD, NEEDS_REVALIDATION, STALE})
 # States whose rows keep a vector: a search may return them now (for some reader) or once
 # they are active again. Past the gate only, so a proposed row is never embedded.
@@ -618,6 +624,20 @@ def operator_table_markdown() -> str:
         "The member column assumes ordinary scope authorisation. A subject can inspect "
         "their own rows in any scope; another subject's `provisional` row stays hidden "
         "even from curators and administrators.",
+        "",
+        "## Readiness",
+        "",
+        "`GET /api/v1/readiness` (and the readiness panel of the console's scope page) "
+        "applies the Readiness column to a read at a scope, for the scope or for one "
+        "subject peer. It reports each projection the read would use (scope cards, and the "
+        "subject's peer profiles) as `fresh`, `dirty`, `stale` or `missing`, and counts the "
+        "statements a projection would be built from by their state's readiness class: "
+        "`satisfies` (and `subject_only` in a subject's own report) makes a kind `ready`; "
+        "`gap` states (`needs_revalidation`, `expired`, and an `active` row whose "
+        "revalidation or expiry date has passed before the worker moved it) are reported "
+        "as gaps; a kind with neither is `missing`. Only the subject reading their own "
+        "report sees the gap statements themselves; every other reader gets statuses and "
+        "counts of rows its posture may see, never ids or text.",
         "",
         "## Reason codes",
         "",

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 
 
@@ -411,6 +412,31 @@ class Relation(AccountOwned):
             models.UniqueConstraint(fields=["source", "target", "type"], name="relation_unique"),
             models.CheckConstraint(condition=~Q(source=models.F("target")),
                                    name="relation_no_loop"),
+        ]
+
+
+class ScopeRelation(AccountOwned):
+    """An administrator's link between two scopes (undirected: one row per pair).
+
+    Relation expansion may follow it from a statement anchored at one endpoint to
+    statements anchored at the other, and only when the reader is authorised for both
+    endpoints (retrieval.strategies.relation): a link never grants access, it only follows
+    access the reader already has. Durable configuration, so archives carry it."""
+
+    source = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="links_out")
+    target = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="links_in")
+    created_by = models.ForeignKey(Peer, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_scope_relation"
+        constraints = [
+            models.CheckConstraint(condition=~Q(source=models.F("target")),
+                                   name="scope_relation_no_loop"),
+            # Undirected: (a, b) and (b, a) are the same link.
+            models.UniqueConstraint(Least("source", "target"), Greatest("source", "target"),
+                                    name="scope_relation_unique_pair"),
         ]
 
 

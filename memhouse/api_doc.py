@@ -31,6 +31,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("lineage", "Reading"),
     ("stable-profile", "Reading"),
     ("knowledge", "Reading"),
+    ("readiness", "Reading"),
     ("curator", "Curators"),
     ("erasure", "Administration"),
     ("admin", "Administration"),

@@ -15,6 +15,10 @@ urlpatterns = [
          name="person-invitation"),
     path("usage", knowledge_api.UsageApi.as_view(), name="usage"),
     path("scopes", knowledge_api.ScopesApi.as_view(), name="scopes"),
+    path("scopes/relations", knowledge_api.ScopeRelationsApi.as_view(),
+         name="scope-relations"),
+    path("scopes/relations/<uuid:relation_id>", knowledge_api.ScopeRelationApi.as_view(),
+         name="scope-relation"),
     path("peers", knowledge_api.PeersApi.as_view(), name="peers"),
     path("messages", knowledge_api.MessagesIngestApi.as_view(), name="messages"),
     path("documents", knowledge_api.DocumentsApi.as_view(), name="documents"),
@@ -35,10 +39,11 @@ urlpatterns += [
     path("stable-profile", read_api.StableProfileApi.as_view(), name="stable-profile"),
 ]
 
-from retrieval import listing_api  # noqa: E402
+from retrieval import listing_api, readiness_api  # noqa: E402
 
 urlpatterns += [
     path("knowledge", listing_api.KnowledgeListApi.as_view(), name="knowledge"),
     path("knowledge/<uuid:knowledge_id>", listing_api.KnowledgeDetailApi.as_view(),
          name="knowledge-detail"),
+    path("readiness", readiness_api.ReadinessApi.as_view(), name="readiness"),
 ]

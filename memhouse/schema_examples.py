@@ -20,6 +20,9 @@ QUESTION = "2b3c4d5e-6f7a-4b9c-8d1e-f2a3b4c5d606"
 VALIDATION = "4d5e6f7a-8b9c-4d1e-9f2a-b3c4d5e6f707"
 SCOPE_ID = "6f7a8b9c-0d1e-4f3a-8b4c-d5e6f7a8b908"
 NOW = "2026-12-01T10:00:00+00:00"
+SCOPE_RELATION_ID = "8b9c0d1e-2f3a-4b5c-9d6e-f7a8b9c0d109"
+SCOPE_RELATION = {"id": SCOPE_RELATION_ID, "source": "/demo", "target": "/support",
+                  "created_by": "dana", "created_at": NOW}
 
 STATEMENT = "Caroline went to a support group."
 EFFECTIVE_BELIEF_TIME = {
@@ -98,7 +101,8 @@ INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00
 # The ids docs/api.md's curl lines put into path parameters.
 PATH_PARAMETERS: dict[str, str] = {"knowledge_id": K1, "document_id": DOC,
                                    "question_id": QUESTION, "message_id": MSG,
-                                   "person_id": PERSON_ID}
+                                   "person_id": PERSON_ID,
+                                   "relation_id": SCOPE_RELATION_ID}
 
 # operationId -> {"status": success code, "request": body (when there is one),
 #                 "query": query parameters of the example request (docs/api.md only),
@@ -154,6 +158,45 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "status": 201,
         "request": {"path": "/marketing/social"},
         "response": {"id": SCOPE_ID, "path": "/marketing/social"},
+    },
+    "v1_readiness_retrieve": {
+        "status": 200,
+        "query": {"scope": "/demo", "subject": "caroline"},
+        "response": {
+            "scope": "/demo", "subject": "caroline", "reader_posture": "peer",
+            "status": "gap",
+            "projections": [
+                {"kind": "scope_card", "audience": "shared", "scope": "/demo",
+                 "status": "fresh", "built_at": NOW},
+                {"kind": "scope_card", "audience": "shared", "scope": "/",
+                 "status": "missing", "built_at": None},
+                {"kind": "peer_profile", "audience": "subject", "scope": "/demo",
+                 "status": "dirty", "built_at": NOW},
+                {"kind": "peer_profile", "audience": "subject", "scope": "/",
+                 "status": "missing", "built_at": None}],
+            "kinds": {k: {"status": st, "fresh": f,
+                          "gaps": {"expired": e, "needs_revalidation": r}}
+                      for k, st, f, e, r in (("fact", "ready", 3, 0, 1),
+                                             ("preference", "gap", 0, 0, 1),
+                                             ("relation", "missing", 0, 0, 0),
+                                             ("skill", "missing", 0, 0, 0),
+                                             ("event", "gap", 0, 1, 0))},
+            "gaps": {"expired": 1, "needs_revalidation": 2},
+            "gap_statements": None,
+        },
+    },
+    "v1_scopes_relations_retrieve": {
+        "status": 200,
+        "response": {"relations": [SCOPE_RELATION]},
+    },
+    "v1_scopes_relations_create": {
+        "status": 201,
+        "request": {"source": "/demo", "target": "/support"},
+        "response": SCOPE_RELATION,
+    },
+    "v1_scope_relation_destroy": {
+        "status": 200,
+        "response": {"id": SCOPE_RELATION_ID, "deleted": True},
     },
     "v1_peers_retrieve": {
         "status": 200,
@@ -503,6 +546,12 @@ SUMMARIES: dict[str, str] = {
                                                "effective policy",
     "v1_scopes_settings_belief_time_update": "Set or clear a scope's belief-time override "
                                              "(administrators)",
+    "v1_readiness_retrieve": "Which projections of a read are fresh and which readiness "
+                             "gaps a scope or a subject has",
+    "v1_scopes_relations_retrieve": "List the scope relations (administrators)",
+    "v1_scopes_relations_create": "Link two scopes so relation expansion may cross them for "
+                                  "readers authorised for both (administrators)",
+    "v1_scope_relation_destroy": "Remove a scope relation (administrators)",
     "v1_peers_retrieve": "List the Account's peers",
     "v1_peers_create": "Register a participant (human or agent) without a password",
     "v1_messages_create": "Ingest a batch of messages; extraction runs in the pipeline",

@@ -31,6 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from knowledge.models import Scope
+from knowledge.scope_relations import linked_scopes
 from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader
 from memhouse.tenancy import set_account
@@ -260,7 +261,8 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         first_lists = [r.candidates for r in done.values() if r.applicable]
         seeds = tuple(_interleave(first_lists, profile.seed_head))
         ctx = StrategyContext(**{**base.__dict__, "seeds": seeds,
-                                 "limit": max(10, profile.seed_head * relation.PER_SEED_CAP)})
+                                 "limit": max(10, profile.seed_head * (
+                                     relation.PER_SEED_CAP + relation.LINKED_PER_SEED_CAP))})
         rel_done, rel_late = _run_all({"relation_expand": (relation.run, ctx)}, deadline)
         done.update(rel_done)
         dropped.update(rel_late)
@@ -276,15 +278,16 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     disagreement = fusion.disagreement(lists, query_dependent=set(QUERY_DEPENDENT))
     fused = fusion.fuse({n: c for n, c in lists.items()}, weights, rrf_k=profile.rrf_k)
     rerank: dict[str, Any] = {"status": "not_requested"}
+    read_ids = _with_linked_scopes(reader, scope_ids, done)
     if profile.rerank and rerank_gate is not None and not rerank_gate(lists):
         rerank = {"status": "skipped", "reason": "no_relevant_evidence"}
     elif profile.rerank:
         # The head is reranked whatever the page, so pages continue the same order.
-        fused, rerank = reranker.rerank(reader=reader, scope_ids=scope_ids, now=now,
+        fused, rerank = reranker.rerank(reader=reader, scope_ids=read_ids, now=now,
                                         query=query, fused=fused, head=profile.rerank_head,
                                         allowance_ms=reserved)
     page_items = fused[offset: offset + limit]
-    candidates = _hydrate(reader, scope_ids, now, page_items, done, offset)
+    candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
     elapsed = (time.monotonic() - started) * 1000
     return SearchResult(
         candidates=candidates,
@@ -303,6 +306,19 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
               "next_offset": offset + limit if len(fused) > offset + limit else None},
         lists=lists,
     )
+
+
+def _with_linked_scopes(reader: Reader, scope_ids: tuple[uuid.UUID, ...],
+                        done: dict[str, StrategyResult]) -> tuple[uuid.UUID, ...]:
+    """The read's scopes plus the linked scopes relation expansion reached through a scope
+    relation (authorised twice, knowledge.scope_relations), so the rerank and the page read
+    those candidates through the same visibility filter as every other one."""
+    rel = done.get("relation_expand")
+    if rel is None or not any(str(d.get("via", "")).startswith("linked_")
+                              for d in rel.details.values()):
+        return scope_ids
+    return scope_ids + tuple(link.linked for link in
+                             linked_scopes(reader=reader, scope_ids=scope_ids))
 
 
 def _hydrate(reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime,

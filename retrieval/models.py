@@ -224,3 +224,38 @@ class ProjectionSource(models.Model):
                                     name="projection_source_unique"),
         ]
         indexes = [models.Index(fields=["account", "knowledge"])]
+
+
+class RecallDocument(models.Model):
+    """The minimal profile's recall projection (retrieval.recall): one searchable
+    statement's vector copied after embedding, with its lane and a source watermark.
+
+    Non-authoritative and rebuildable: every lookup joins canonical Knowledge, applies
+    every reader filter there and requires `source_updated_at` to equal the statement's
+    current `updated_at`, so a lifecycle change hides the copy at once and a refresh then
+    removes or re-copies it. Deleting the statement or its vector (erasure, a dropped
+    space) deletes the copy in the same transaction. Account archives leave it out.
+    """
+
+    class Lane(models.TextChoices):
+        DIRECT = "direct"
+        DERIVED = "derived"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    knowledge = models.ForeignKey(Knowledge, on_delete=models.CASCADE, related_name="+")
+    vector = models.OneToOneField(KnowledgeVector, on_delete=models.CASCADE,
+                                  related_name="recall_document")
+    space = models.ForeignKey(EmbeddingSpace, on_delete=models.CASCADE, related_name="+")
+    lane = models.CharField(max_length=8, choices=Lane.choices)
+    embedding = VectorField()
+    source_updated_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_recall_document"
+        constraints = [
+            models.UniqueConstraint(fields=["knowledge", "space"],
+                                    name="recall_document_one_per_space"),
+        ]
+        indexes = [models.Index(fields=["account", "space", "lane"])]

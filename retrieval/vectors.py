@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Message
 from memhouse.tenancy import account_context
+from retrieval import recall
 from retrieval.models import EmbeddingSpace, KnowledgeVector, MessageVector
 
 # States worth a vector: anything that can become retrievable without re-extraction.
@@ -53,6 +54,7 @@ def space_ensure(identity: Any) -> EmbeddingSpace:
             f"memhouse_message_vector USING hnsw ((embedding::vector({int(space.dims)})) "
             f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
             f"WHERE space_id = '{space.id}'")
+    recall.ensure_index(space)
     # Remembered after commit only: a rolled-back CREATE INDEX leaves no index.
     transaction.on_commit(lambda: _indexed_spaces.add(key))
     return space
@@ -80,6 +82,8 @@ def embed_knowledge(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
             KnowledgeVector(account_id=account_id, knowledge_id=kid, space=space, embedding=vec)
             for (kid, _), vec in zip(rows, vectors, strict=True) if kid not in existing
         ])
+    # The minimal profile's recall projection is copied from the vectors just written.
+    recall.refresh(account_id, [kid for kid, _ in rows])
     return len(rows) - len(existing)
 
 

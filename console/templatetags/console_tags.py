@@ -64,3 +64,21 @@ def leaf(path: str) -> str:
     """'/marketing/social' -> 'social'; '/' -> '/'."""
     inner = str(path or "/").strip("/")
     return inner.rsplit("/", 1)[-1] if inner else "/"
+
+
+# Readiness statuses drawn with the badge of the lifecycle state they resemble.
+_READINESS_BADGES = {"ready": "active", "fresh": "active", "gap": "needs_revalidation",
+                     "dirty": "needs_revalidation", "stale": "needs_revalidation",
+                     "missing": "superseded"}
+
+
+@register.filter
+def readiness_badge(status: str) -> str:
+    """'gap' -> 'badge-needs_revalidation' (retrieval.readiness statuses)."""
+    return "badge-" + _READINESS_BADGES.get(str(status), "superseded")
+
+
+@register.filter
+def entry(mapping: Any, key: str) -> Any:
+    """mapping[key] for templates (a readiness kind's gap counts by state)."""
+    return (mapping or {}).get(key)

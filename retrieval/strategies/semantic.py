@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import Any
 
 from django.db import connection
 
@@ -19,29 +18,37 @@ from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_ids_sql
 
 NAME = "semantic"
+# Extractors of derived memory: the minimal profile's second lane (retrieval.recall).
 DERIVED_EXTRACTORS = ("deduction", "consolidation")
 
 
-def _search(ctx: StrategyContext, limit: int, lane: str | None) -> list[tuple[str, float]]:
+def _search(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     dims = len(ctx.query_vector or ())
-    filters: dict[str, Any] = {}
-    if lane == "derived":
-        filters = {"extractor__in": DERIVED_EXTRACTORS}
-    visible_sql, visible_params = visible_ids_sql(ctx, **filters)
-    lane_sql = ""
-    if lane == "direct":
-        lane_sql = " AND v.knowledge_id NOT IN (SELECT id FROM memhouse_knowledge " \
-                   "WHERE extractor = ANY(%s))"
+    visible_sql, visible_params = visible_ids_sql(ctx)
     vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
     sql = (f"SELECT v.knowledge_id::text, (v.embedding::vector({dims})) <=> %s::vector({dims}) "
            f"AS distance FROM memhouse_knowledge_vector v WHERE v.space_id = %s "
-           f"AND v.knowledge_id IN ({visible_sql}){lane_sql} ORDER BY distance LIMIT %s")
-    params: list[object] = [vector, str(ctx.space_id), *visible_params]
-    if lane == "direct":
-        params.append(list(DERIVED_EXTRACTORS))
-    params.append(limit)
-    rows = fetch(sql, params)
+           f"AND v.knowledge_id IN ({visible_sql}) ORDER BY distance LIMIT %s")
+    rows = fetch(sql, [vector, str(ctx.space_id), *visible_params, limit])
     # relaxed_order may return near-sorted rows; order exactly within this one list.
+    return sorted(((kid, float(d)) for kid, d in rows), key=lambda r: (r[1], r[0]))
+
+
+def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[str, float]]:
+    """One lane of the minimal profile, read from RecallDocument (retrieval.recall): the
+    copy joins canonical Knowledge, every reader filter applies there, and a copy whose
+    watermark is not the statement's current `updated_at` is never served."""
+    dims = len(ctx.query_vector or ())
+    visible_sql, visible_params = visible_ids_sql(ctx)
+    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    sql = (f"SELECT d.knowledge_id::text, (d.embedding::vector({dims})) <=> %s::vector({dims}) "
+           f"AS distance FROM memhouse_recall_document d "
+           f"JOIN memhouse_knowledge k ON k.id = d.knowledge_id "
+           f"WHERE d.account_id = %s AND d.space_id = %s AND d.lane = %s "
+           f"AND d.source_updated_at = k.updated_at AND d.knowledge_id IN ({visible_sql}) "
+           f"ORDER BY distance LIMIT %s")
+    rows = fetch(sql, [vector, str(ctx.reader.account_id), str(ctx.space_id), lane,
+                       *visible_params, limit])
     return sorted(((kid, float(d)) for kid, d in rows), key=lambda r: (r[1], r[0]))
 
 
@@ -80,8 +87,8 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cur.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
     if ctx.options.get("lanes"):
-        direct = _search(ctx, ctx.limit, "direct")
-        derived = _search(ctx, ctx.limit, "derived")
+        direct = _search_recall(ctx, ctx.limit, "direct")
+        derived = _search_recall(ctx, ctx.limit, "derived")
         merged: list[tuple[str, float, str, int]] = []
         for rank in range(max(len(direct), len(derived))):
             # Interleave by lane rank; direct first on an exact tie.
@@ -98,7 +105,7 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
                                    "operation": "derived" if lane == "derived" else "direct",
                                    "cosine_distance": round(distance, 6)}
         return result, ctx.space_id
-    for kid, distance in _search(ctx, ctx.limit, None):
+    for kid, distance in _search(ctx, ctx.limit):
         result.candidates.append((kid, 1.0 - distance))
         result.details[kid] = {"cosine_distance": round(distance, 6)}
     return result, ctx.space_id

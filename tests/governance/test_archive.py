@@ -58,6 +58,11 @@ def _populate(w) -> dict[str, Any]:
                    reason="f4_revalidation_confidence_decay", confidence=0.35)
         Relation.objects.create(account=w.account, source=liked, target=contested,
                                 type="related")
+        from knowledge.models import Scope, ScopeRelation
+
+        ScopeRelation.objects.create(account=w.account, source=w.scope,
+                                     target=Scope.objects.get(path="/marketing"),
+                                     created_by=dave)
         p = Principal(account_id=w.account.id, peer=w.agent, via="api_key",
                       act_for_all=True)
         v1 = document_create(principal=p, scope_path="/marketing", title="Plan",

@@ -443,6 +443,57 @@ def case_scope_belief_time_put(c: Corpus, client: APIClient) -> None:
                   field="scope")
 
 
+def _a_scope_link(c: Corpus) -> str:
+    """Link Account A's /marketing/social and /marketing/paid (rolled back with the test)."""
+    from knowledge.models import Scope, ScopeRelation
+    from memhouse.tenancy import account_context
+
+    with account_context(c.world.account.id):
+        rel = ScopeRelation.objects.create(account=c.world.account,
+                                           source=Scope.objects.get(path=SOCIAL),
+                                           target=c.sibling)
+    return str(rel.id)
+
+
+def case_scope_relations_get(c: Corpus, client: APIClient) -> None:
+    real = _a_scope_link(c)
+    r = api(client, c.keys["mel"], "GET", "scopes/relations")
+    assert r.status_code == 200 and r.json()["relations"] == []
+    tenancy_ignored(c, client, c.keys["mel"], "GET", "scopes/relations")
+    mine = api(client, c.keys["dave"], "GET", "scopes/relations").json()["relations"]
+    assert [x["id"] for x in mine] == [real]
+
+
+def case_scope_relations_post(c: Corpus, client: APIClient) -> None:
+    # A scope path that exists only in A is as unknown to B as a random one.
+    body = {"target": "/marketing"}
+    r = no_oracle(c, client, c.keys["mel"], "POST", "scopes/relations", SOCIAL, body,
+                  field="source")
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "POST", "scopes/relations", SOCIAL, body,
+                  field="source")
+
+
+def case_scope_relation_delete(c: Corpus, client: APIClient) -> None:
+    real = _a_scope_link(c)
+    r = no_oracle(c, client, c.keys["mel"], "DELETE", "scopes/relations/{id}", real)
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "DELETE", "scopes/relations/{id}", real)
+
+
+def case_readiness(c: Corpus, client: APIClient) -> None:
+    # A's scope path is as unknown to B as a random one, and A's peer keys name nobody.
+    r = no_oracle(c, client, c.keys["mallory"], "GET", "readiness?scope={id}", SOCIAL)
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["scribe"], "GET", "readiness?scope={id}", SOCIAL)
+    r = api(client, c.keys["mallory"], "GET", "readiness",
+            query={"scope": "/marketing", "subject": "alice"})
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "unknown_subject")
+    tenancy_ignored(c, client, c.keys["mallory"], "GET", "readiness")
+    _leak_free(c, api(client, c.keys["mallory"], "GET", "readiness",
+                      query={"scope": "/marketing"}).content.decode())
+
+
 def _dead_letter_a_message(c: Corpus) -> str:
     """Set Account A's message aside as a failed extraction (rolled back with the test)."""
     from django.utils import timezone
@@ -594,6 +645,9 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("usage", "GET"): case_usage,
     ("scopes", "GET"): case_scopes_get,
     ("scopes", "POST"): case_scopes_post,
+    ("scope-relations", "GET"): case_scope_relations_get,
+    ("scope-relations", "POST"): case_scope_relations_post,
+    ("scope-relation", "DELETE"): case_scope_relation_delete,
     ("peers", "GET"): case_peers_get,
     ("peers", "POST"): case_peers_post,
     ("messages", "POST"): case_messages,
@@ -633,6 +687,7 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("admin-dead-letter-retry", "POST"): case_dead_letter_retry,
     ("knowledge", "GET"): case_knowledge_list,
     ("knowledge-detail", "GET"): case_knowledge_detail,
+    ("readiness", "GET"): case_readiness,
     ("people", "GET"): case_people_get,
     ("people", "POST"): case_people_post,
     ("person", "GET"): _person("GET", "", {}),
@@ -896,10 +951,20 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
                 reader=forged(c), scope_ids=[a_scope.id], projection_ids=ids or [a_scope.id],
                 space_id=space.id, vector=[0.1] * space.dims, limit=50) == []
 
+    def scope_links(c: Corpus) -> None:
+        from knowledge import scope_relations
+
+        _a_scope_link(c)
+        a_scope, b, _ = _b_context(c)
+        assert scope_relations.linked_scopes(reader=forged(c), scope_ids=[a_scope.id]) == []
+        assert scope_relations.relations_list(principal=b) == []
+
     return {
         "retrieval.source_recall.exact": source_lane,
         "retrieval.source_recall.semantic": source_lane,
         "retrieval.projections.ranked_pool": ranked_pool,
+        "knowledge.scope_relations.linked_scopes": scope_links,
+        "knowledge.scope_relations.relations_list": scope_links,
         "knowledge.selectors.reader_for": reader_for,
         "knowledge.selectors.peer_acted_for": peer_acted_for,
         "knowledge.selectors.scope_for_read": scope_for_read,

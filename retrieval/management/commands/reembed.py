@@ -8,6 +8,7 @@ from tqdm import tqdm
 from knowledge.accounts import list_account_ids
 from knowledge.models import Knowledge, Message
 from memhouse.tenancy import account_context
+from retrieval import recall
 from retrieval.embedding import get_embedder
 from retrieval.models import EmbeddingSpace, KnowledgeVector, MessageVector
 from retrieval.vectors import EMBEDDABLE_STATES, embed_knowledge, embed_messages, space_ensure
@@ -69,6 +70,9 @@ class Command(BaseCommand):
                     dropped, _ = KnowledgeVector.objects.filter(space__in=others).delete()
                     dropped += MessageVector.objects.filter(space__in=others).delete()[0]
                 self.stdout.write(f"{account_id}: dropped {dropped} vectors of other spaces")
+            # The minimal profile's recall projection is rebuilt with the vectors.
+            copies = recall.rebuild(account_id)
+            self.stdout.write(f"{account_id}: recall projection rebuilt ({copies} documents)")
         self.stdout.write(f"embedded {total} statements and {total_messages} messages "
                           f"into {space}")
 
