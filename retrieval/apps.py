@@ -18,4 +18,4 @@ class RetrievalConfig(AppConfig):
         # Statements withdrawn from use lose their vectors and entity mentions.
         register_derived_rows(drop_derived_rows)
         # The minimal profile's recall copies follow every state change at once.
-        register_refresh_hook(recall.on_knowledge_change)
+        register_refresh_hook(recall.on_knowledge_change, many=recall.on_knowledge_change_many)

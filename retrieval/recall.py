@@ -92,3 +92,13 @@ def on_knowledge_change(item: Any) -> None:
     if item.state == lifecycle.INITIAL_STATE:
         return  # a freshly proposed row has no vector and no copy yet
     _refresh_sql(item.account_id, [item.pk])
+
+
+def on_knowledge_change_many(items: Sequence[Any]) -> None:
+    """The same for a set-based transition (transition_many): one refresh for the batch."""
+    by_account: dict[Any, list[Any]] = {}
+    for item in items:
+        if item.state != lifecycle.INITIAL_STATE:
+            by_account.setdefault(item.account_id, []).append(item.pk)
+    for account_id, ids in by_account.items():
+        _refresh_sql(account_id, ids)

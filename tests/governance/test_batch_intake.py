@@ -173,4 +173,6 @@ def test_queries_per_message_are_bounded(chat):
     per_message = (q50 - q10) / 40
     print("queries for 1, 10, 50 messages:", q1, q10, q50)
     assert per_message <= 2, (q1, q10, q50)
-    assert q1 <= 120, (q1, q10, q50)
+    # The per-batch constant includes the statement and message embedding jobs (eager
+    # here) and, on a process's first batch, its once-per-process index checks.
+    assert q1 <= 140, (q1, q10, q50)
