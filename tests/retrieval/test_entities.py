@@ -213,7 +213,7 @@ def test_incremental_index_is_idempotent_and_follows_lifecycle(world):
 @pytest.mark.django_db
 def test_rebuild_replaces_the_index_of_a_scope(world):
     a = _active(world, "Then Dana planned the Zephyr launch.", subject=None)
-    r = _active(world, "Our founder is Quill.", subject=None, scope=world.root)
+    r = _active(world, "Our mascot is Quill.", subject=None, scope=world.root)
     index_knowledge(world.account.id, [a.id, r.id])
     # A stale row the rebuild must drop: an entity no statement mentions any more.
     ghost = Entity.objects.create(account_id=world.account.id, scope=world.scope,
