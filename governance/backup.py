@@ -71,14 +71,19 @@ def derived_tables() -> list[str]:
     from retrieval.models import (
         EmbeddingSpace,
         Entity,
+        EntityJudgement,
+        EntityLink,
         EntityMention,
         KnowledgeVector,
         Projection,
         ProjectionSource,
     )
 
+    # Entity links and the model's cached verdicts are rebuilt by dream-time resolution
+    # (a restored deployment asks its model again).
     return sorted(m._meta.db_table for m in (DocumentChunk, EmbeddingSpace, Entity,
-                                               EntityMention, KnowledgeVector, Projection,
+                                               EntityJudgement, EntityLink, EntityMention,
+                                               KnowledgeVector, Projection,
                                                ProjectionSource))
 
 
