@@ -12,8 +12,8 @@ import pytest
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
 from memhouse.principal import Reader
+from memhouse.tenancy import account_context
 from retrieval.entities import index_knowledge
 from retrieval.entity_cards import cards_for_query
 from retrieval.entity_resolution import resolve_entities
@@ -79,7 +79,7 @@ def test_a_card_holds_shareable_statements_of_its_own_scope(live_server, dana):
 
 
 def test_name_and_kind_come_from_the_statements_not_the_entity_row(live_server, dana):
-    w, ids = dana
+    w, _ = dana
     with account_context(w.account.id):
         Entity.objects.filter(canonical="dana r").update(kind="place")  # a wrong row
     body = _context(live_server, w.agent_key, peer_key="bob", query="Who is Dana R.?")
@@ -90,7 +90,7 @@ def test_name_and_kind_come_from_the_statements_not_the_entity_row(live_server, 
 
 
 def test_a_peerless_reader_gets_public_statements_only(live_server, dana):
-    w, ids = dana
+    w, _ = dana
     with account_context(w.account.id):
         public = _add(w, "Dana R. spoke at the launch event.", subject=None,
                       sensitivity="public")
