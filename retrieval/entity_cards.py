@@ -37,6 +37,7 @@ from django.utils import timezone
 from memhouse.principal import Reader
 from retrieval.entities import (
     CONF_DESCRIPTION,
+    AliasMap,
     Mention,
     _entity_kind,
     _kind_hint,
@@ -94,12 +95,11 @@ def _wordings(statements: dict[uuid.UUID, str], member_ids: set[uuid.UUID]
 
 
 def _name_and_kind(statements: dict[uuid.UUID, str],
-                   wordings: list[tuple[uuid.UUID, Mention]], account_id: uuid.UUID
+                   wordings: list[tuple[uuid.UUID, Mention]], aliases: AliasMap
                    ) -> tuple[str, str]:
     names = Counter(m.surface for _, m in wordings if m.confidence != CONF_DESCRIPTION)
     pool = names or Counter(m.surface for _, m in wordings)
     name = max(pool, key=lambda w: (pool[w], len(w), w))
-    aliases = peer_alias_map(account_id)
     kind = _entity_kind(_kind_hint(statements[kid], m, aliases) for kid, m in wordings)
     return name, str(kind)
 
@@ -112,8 +112,8 @@ def cards_for_query(*, reader: Reader, chain: Sequence[tuple[uuid.UUID, str]], q
     if not mentions:
         return []
     account_id = reader.account_id
-    keys = list(dict.fromkeys(m.key for m in resolve_mentions(mentions,
-                                                              peer_alias_map(account_id))))
+    aliases = peer_alias_map(account_id)
+    keys = list(dict.fromkeys(m.key for m in resolve_mentions(mentions, aliases)))
     audience = (Projection.Audience.PUBLIC if reader.posture == "public_only"
                 else Projection.Audience.SHARED)
     now = timezone.now()
@@ -134,7 +134,7 @@ def cards_for_query(*, reader: Reader, chain: Sequence[tuple[uuid.UUID, str]], q
             wordings = _wordings(statements, members)
             if not wordings:
                 continue
-            name, kind = _name_and_kind(statements, wordings, account_id)
+            name, kind = _name_and_kind(statements, wordings, aliases)
             cards.append(EntityCard(scope_id, path, name, kind, [entry(k) for k in rows]))
             if len(cards) >= MAX_CARDS:
                 return cards

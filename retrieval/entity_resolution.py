@@ -44,7 +44,6 @@ import hashlib
 import json
 import logging
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -434,12 +433,3 @@ def linked_keys(account_id: uuid.UUID | str, scope_id: uuid.UUID | str) -> dict[
         "entity__canonical", "canonical__canonical")
     return dict(rows)
 
-
-def group_sizes(account_id: uuid.UUID | str) -> dict[str, int]:
-    """Counts only: how many groups and linked names the Account has."""
-    rows = EntityLink.objects.filter(account_id=account_id).values_list("canonical_id",
-                                                                        flat=True)
-    by: dict[Any, int] = defaultdict(int)
-    for cid in rows:
-        by[cid] += 1
-    return {"groups": len(by), "linked": sum(by.values())}

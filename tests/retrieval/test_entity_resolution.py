@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from governance import workers
+from governance import tasks
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Scope, UsageEntry
@@ -203,7 +203,7 @@ def test_a_model_confirms_the_merge_and_it_is_metered_and_cached(committed_world
         assert _ids(w, _member(w), "What did Melanie paint?") == {str(team["mel"].id)}
 
     # Redelivery asks nothing again: the verdicts are cached.
-    again = workers.resolve_entity_scopes(str(w.account.id), [str(w.scope.id)])
+    again = tasks.resolve_entity_scopes.delay(str(w.account.id), [str(w.scope.id)]).get()
     assert (again["asked"], again["links"]) == (0, 2)
     assert len(fake_openai.requests) == 1
 
