@@ -294,16 +294,26 @@ def _read_scope(account_id: uuid.UUID, scope_id: uuid.UUID, space_id: uuid.UUID 
         read.verdicts[digests[digest]] = same
     wanted = {k for c in read.pairs[:MAX_PAIRS * 2] for k in (c.a, c.b)}
     if wanted:
-        for eid, statement, surface in (EntityMention.objects
-                               .filter(entity__in=[e.id for e in ents if e.key in wanted])
-                               .exclude(knowledge__state__in=sorted(EXCLUDED_STATES))
-                               .order_by("entity_id", "-confidence", "knowledge_id")
-                               .values_list("entity_id", "knowledge__statement",
-                                            "surface")):
-            read.surfaces.setdefault(ids[eid], surface)
-            texts = read.contexts.setdefault(ids[eid], [])
-            if len(texts) < CONTEXTS_PER_ENTITY and statement[:CONTEXT_CHARS] not in texts:
-                texts.append(statement[:CONTEXT_CHARS])
+        # A few of each entity's strongest mentions: its wording and its contexts.
+        with connection.cursor() as cur:
+            cur.execute("""
+                SELECT entity_id, statement, surface FROM (
+                    SELECT em.entity_id, k.statement, em.surface,
+                           row_number() OVER (PARTITION BY em.entity_id
+                                              ORDER BY em.confidence DESC,
+                                                       em.knowledge_id) AS rn
+                    FROM memhouse_entity_mention em
+                    JOIN memhouse_knowledge k ON k.id = em.knowledge_id
+                    WHERE em.account_id = %s AND em.entity_id = ANY(%s::uuid[])
+                      AND NOT (k.state = ANY(%s))
+                ) x WHERE rn <= %s ORDER BY entity_id, rn
+            """, [str(account_id), [str(e.id) for e in ents if e.key in wanted],
+                  sorted(EXCLUDED_STATES), CONTEXTS_PER_ENTITY * 2])
+            for eid, statement, surface in cur.fetchall():
+                read.surfaces.setdefault(ids[eid], surface)
+                texts = read.contexts.setdefault(ids[eid], [])
+                if len(texts) < CONTEXTS_PER_ENTITY and statement[:CONTEXT_CHARS] not in texts:
+                    texts.append(statement[:CONTEXT_CHARS])
     return read
 
 
