@@ -264,3 +264,20 @@ def test_a_merge_never_widens_what_a_reader_sees(world, team, fake_openai):
     # Once a linked statement is withdrawn, it is gone from the group's results too.
     transition(team["dana_r"], "redacted", actor="system:test", reason="f4_subject_redacted")
     assert str(team["dana_r"].id) not in _ids(world, _member(world), "What did Dana do?")
+
+
+@pytest.mark.django_db
+def test_a_name_withdrawn_from_use_takes_its_links_with_it(world, team, fake_openai):
+    from governance.services import drop_derived_rows
+
+    fake_openai.script.append(_verdicts(True, True, False, True))
+    resolve_entities(world.account.id, [world.scope.id])
+    # "Dana R." is the most mentioned name of the group here, so it is the canonical one.
+    assert linked_keys(world.account.id, world.scope.id) == {"dana": "dana r",
+                                                             "copy lead": "dana r"}
+    # The only statement saying "our copy lead" is withdrawn (the erasure and redaction
+    # paths call this): its entity goes, and the link with it, in the same transaction.
+    transition(team["lead"], "redacted", actor="system:test", reason="f4_subject_redacted")
+    drop_derived_rows([team["lead"].id])
+    assert linked_keys(world.account.id, world.scope.id) == {"dana": "dana r"}
+    assert not Entity.objects.filter(canonical="copy lead").exists()
