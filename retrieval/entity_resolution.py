@@ -12,8 +12,9 @@ the other names of one thing - "Dana", "Dana R." and "our copy lead" - in three 
    * embedding similarity of mention contexts: each entity's context vector is the mean
      of the stored vectors of the statements that mention it (the configured embedder's
      space; nothing is embedded here). Each entity proposes its EMBEDDING_NEIGHBOURS
-     nearest other entities at cosine >= EMBEDDING_FLOOR. The floor and the caps bound the
-     model's work; they decide nothing, because:
+     nearest other entities at cosine >= EMBEDDING_FLOOR, skipping names mostly mentioned
+     in the same statements (named together, so alike for that reason alone). The floor
+     and the caps bound the model's work; they decide nothing, because:
 2. **A model confirms every pair** (``memhouse.llm`` provider, strict JSON schema, metered
    to the Account, each call bounded by CALL_SECONDS). Each verdict is cached in
    EntityJudgement under a digest of (scope, both keys), so a pair is asked about once.
@@ -44,6 +45,7 @@ import hashlib
 import json
 import logging
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -163,11 +165,19 @@ def _cosines(vectors: Mapping[str, Sequence[float]]) -> tuple[list[str], Any]:
     return keys, m @ m.T
 
 
-def candidates(ents: Sequence[_Ent], vectors: Mapping[str, Sequence[float]]
-               ) -> list[Candidate]:
+def candidates(ents: Sequence[_Ent], vectors: Mapping[str, Sequence[float]],
+               mentioned: Mapping[str, set[Any]] | None = None) -> list[Candidate]:
     """Candidate pairs of one scope, best first: name candidates (score 1), then context
     neighbours by cosine. Kinds that contradict each other (a person and a place) are
-    never paired."""
+    never paired. Two names mostly mentioned in the same statements ("Charlotte's Web",
+    "Lord of the Rings") have equal context vectors for that reason alone: they are no
+    context candidates (`mentioned`: key -> ids of the statements mentioning it)."""
+    mentioned = mentioned or {}
+
+    def co_mentioned(a: str, b: str) -> bool:
+        x, y = mentioned.get(a, set()), mentioned.get(b, set())
+        return bool(x and y) and 2 * len(x & y) >= min(len(x), len(y))
+
     by_key = {e.key: e for e in ents}
     found: dict[tuple[str, str], float] = {}
 
@@ -182,7 +192,8 @@ def candidates(ents: Sequence[_Ent], vectors: Mapping[str, Sequence[float]]
                 found[(a, b)] = 1.0
     vkeys, sims = _cosines({k: v for k, v in vectors.items() if k in by_key})
     for i, a in enumerate(vkeys):
-        order = sorted(((float(sims[i, j]), b) for j, b in enumerate(vkeys) if j != i),
+        order = sorted(((float(sims[i, j]), b) for j, b in enumerate(vkeys)
+                        if j != i and not co_mentioned(a, b)),
                        reverse=True)[:EMBEDDING_NEIGHBOURS]
         for sim, b in order:
             if sim < EMBEDDING_FLOOR or not compatible(by_key[a], by_key[b]):
@@ -274,6 +285,10 @@ def _read_scope(account_id: uuid.UUID, scope_id: uuid.UUID, space_id: uuid.UUID 
     if not need_candidates or len(ents) < 2:
         return read
     ids = {e.id: e.key for e in ents}
+    mentioned: dict[str, set[Any]] = defaultdict(set)
+    for eid, kid in EntityMention.objects.filter(entity_id__in=list(ids)).values_list(
+            "entity_id", "knowledge_id"):
+        mentioned[ids[eid]].add(kid)
     if space_id is not None:
         with connection.cursor() as cur:
             cur.execute("""
@@ -286,7 +301,7 @@ def _read_scope(account_id: uuid.UUID, scope_id: uuid.UUID, space_id: uuid.UUID 
             """, [str(space_id), str(account_id), [str(i) for i in ids]])
             for eid, text in cur.fetchall():
                 read.vectors[ids[eid]] = json.loads(text)
-    read.pairs = candidates(ents, read.vectors)
+    read.pairs = candidates(ents, read.vectors, mentioned)
     digests = {pair_digest(account_id, scope_id, c.a, c.b): (c.a, c.b) for c in read.pairs}
     for digest, same in EntityJudgement.objects.filter(
             account_id=account_id, scope_id=scope_id,

@@ -222,15 +222,17 @@ def test_a_model_confirms_the_merge_and_it_is_metered_and_cached(committed_world
 
 @pytest.mark.django_db
 def test_a_refused_pair_never_ends_up_in_one_group(world, team, fake_openai):
-    # Pairs, best first: copy lead/Dana, Dana/Dana R., Alice/Dana R. (they share a
-    # statement), copy lead/Dana R. The model refuses Dana = Dana R., so joining copy
-    # lead and Dana R. would put a refused pair in one group: only the first join is made.
-    fake_openai.script.append(_verdicts(True, False, False, True))
+    # Pairs, best first: copy lead/Dana, Dana/Dana R., copy lead/Dana R. (Alice and
+    # Dana R. are named in the same statement: alike for that reason alone, no pair). The
+    # model refuses Dana = Dana R., so joining copy lead and Dana R. would put a refused
+    # pair in one group: only the first join is made.
+    fake_openai.script.append(_verdicts(True, False, True))
     out = resolve_entities(world.account.id, [world.scope.id])
     prompt = fake_openai.requests[0]["json"]["messages"][1]["content"]
     assert "Pair 2: A = 'Dana'; B = 'Dana R.'" in prompt
-    assert "Pair 3: A = 'Alice'; B = 'Dana R.'" in prompt
-    assert (out["confirmed"], out["refused"], out["links"]) == (2, 2, 1)
+    assert "Pair 3: A = 'copy lead'; B = 'Dana R.'" in prompt
+    assert "A = 'Alice'" not in prompt
+    assert (out["confirmed"], out["refused"], out["links"]) == (2, 1, 1)
     assert linked_keys(world.account.id, world.scope.id) == {"copy lead": "dana"}
     assert _ids(world, _member(world), "Did Dana R. approve it?") == {str(team["dana_r"].id)}
 
@@ -241,13 +243,13 @@ def test_a_failed_model_call_merges_nothing_and_is_asked_again(world, team, fake
     out = resolve_entities(world.account.id, [world.scope.id])
     assert (out["failed_calls"], out["links"]) == (1, 0)
     assert not EntityJudgement.objects.exists() and not EntityLink.objects.exists()
-    fake_openai.script.append(_verdicts(True, True, False, True))
+    fake_openai.script.append(_verdicts(True, True, True))
     assert resolve_entities(world.account.id, [world.scope.id])["links"] == 2
 
 
 @pytest.mark.django_db
 def test_a_merge_never_widens_what_a_reader_sees(world, team, fake_openai):
-    fake_openai.script.append(_verdicts(True, True, False, True))
+    fake_openai.script.append(_verdicts(True, True, True))
     resolve_entities(world.account.id, [world.scope.id])
     linked = {str(team[k].id) for k in ("dana", "dana_r", "lead")}
     # Bob does not see Alice's personal statement through the link; Alice does.
@@ -270,7 +272,7 @@ def test_a_merge_never_widens_what_a_reader_sees(world, team, fake_openai):
 def test_a_name_withdrawn_from_use_takes_its_links_with_it(world, team, fake_openai):
     from governance.services import drop_derived_rows
 
-    fake_openai.script.append(_verdicts(True, True, False, True))
+    fake_openai.script.append(_verdicts(True, True, True))
     resolve_entities(world.account.id, [world.scope.id])
     # "Dana R." is the most mentioned name of the group here, so it is the canonical one.
     assert linked_keys(world.account.id, world.scope.id) == {"dana": "dana r",
