@@ -12,9 +12,11 @@ timezone abbreviations, all listed below as explicit frozensets.
 Merging. Exact aliases merge directly: one normalised key in one scope is one Entity, and
 a peer's aliases (``Peer.aliases``) map to the key of the peer's display name, so "Mel"
 and "Melanie" are one entity when Mel is an alias of peer Melanie. A non-exact merge
-("Dana" and "Dana R.", or two keys whose embeddings are close) needs a model to confirm
-it. Without a model the documented behaviour is simply not to merge: no similarity
-candidates are computed and no unconfirmed merge is ever written.
+("Dana", "Dana R." and "our copy lead", or two keys whose contexts are close) is an
+EntityLink between two rows of one scope, written by retrieval.entity_resolution only
+after a model confirmed it; this module never merges beyond exact aliases. Role
+descriptions ("our copy lead", :func:`extract_descriptions`) are mentions too, so a model
+can link them to a name.
 
 Writes have the read -> compute -> write shape of the ingest pipeline: one short
 transaction reads the statements, the computation runs with no transaction open, and one
