@@ -71,6 +71,8 @@ def derived_tables() -> list[str]:
     from retrieval.models import (
         EmbeddingSpace,
         Entity,
+        EntityJudgement,
+        EntityLink,
         EntityMention,
         KnowledgeVector,
         MessageVector,
@@ -79,9 +81,12 @@ def derived_tables() -> list[str]:
         RecallDocument,
     )
 
+    # Entity links and the model's cached verdicts are rebuilt by dream-time resolution
+    # (a restored deployment asks its model again).
     return sorted(m._meta.db_table for m in (DocumentChunk, EmbeddingSpace, Entity,
-                                               EntityMention, KnowledgeVector, MessageVector,
-                                               Projection, ProjectionSource, RecallDocument))
+                                               EntityJudgement, EntityLink, EntityMention,
+                                               KnowledgeVector, MessageVector, Projection,
+                                               ProjectionSource, RecallDocument))
 
 
 # --- the admin connection and the PostgreSQL client binaries ----------------------------

@@ -52,6 +52,13 @@ def resolve_entities(account_id: str | None = None) -> Any:
     return _run(workers.resolve_entities, account_id)
 
 
+@shared_task(name="governance.resolve_entity_scopes", **_RETRY)
+def resolve_entity_scopes(account_id: str, scope_ids: list[str] | None = None) -> Any:
+    """Entity resolution of the given scopes (ids in; model calls billed to the Account).
+    Idempotent: verdicts are cached per pair and links replaced per scope."""
+    return workers.resolve_entity_scopes(account_id, scope_ids)
+
+
 @shared_task(name="governance.verify_audit_chains", **_RETRY)
 def verify_audit_chains(account_id: str | None = None) -> Any:
     return _run(workers.verify_audit_chain, account_id)

@@ -195,7 +195,10 @@ def verify_audit_chain(account_id: uuid.UUID | str) -> dict[str, Any]:
 
 
 def resolve_entities(account_id: uuid.UUID | str) -> dict[str, Any]:
-    """Rebuild the entity mention index, when the retrieval module provides one."""
+    """Dream-time: rebuild the entity mention index, then link the other names of one
+    thing in each scope (a model confirms every non-exact merge; see
+    retrieval.entity_resolution). The rebuild drops the old links with the old rows; the
+    resolution writes them again, from cached verdicts where the model already judged."""
     try:
         from retrieval.entities import rebuild_entities  # type: ignore[attr-defined]
     except ImportError:
@@ -203,7 +206,16 @@ def resolve_entities(account_id: uuid.UUID | str) -> dict[str, Any]:
                  "available")
         return {"status": "skipped", "reason": "retrieval.entities is not available"}
     result = rebuild_entities(account_id)
-    return {"status": "ok", "result": result}
+    return {"status": "ok", "result": result,
+            "resolution": resolve_entity_scopes(account_id, None)}
+
+
+def resolve_entity_scopes(account_id: uuid.UUID | str,
+                          scope_ids: list[str] | None) -> dict[str, Any]:
+    """Entity resolution of some scopes (all when None), billed to the Account."""
+    from retrieval.entity_resolution import resolve_entities as resolve
+
+    return resolve(account_id, scope_ids)
 
 
 _PAIRS_SQL = """

@@ -46,7 +46,8 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": crontab(hour=2, minute=50),
         "options": {"expires": 129600},
     },
-    # Daily at 03:20 (dream-time): rebuild the entity mention index.
+    # Daily at 03:20 (dream-time): rebuild the entity mention index, then link the other
+    # names of one thing (a configured model confirms each new pair).
     "governance-resolve-entities": {
         "task": "governance.resolve_entities",
         "schedule": crontab(hour=3, minute=20),

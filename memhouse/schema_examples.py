@@ -292,11 +292,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_context_create": {
         "status": 200,
         "request": {"scope": "/demo", "peer_key": "caroline", "session": "chat-42",
-                    "query": "support group", "budget_chars": 4000},
+                    "query": "Caroline support group", "budget_chars": 4000},
         "response": {
             "scope": "/demo", "reader_posture": "peer", "budget_chars": 4000,
-            "used_chars": 52, "truncated": False, "omitted_statements": 0,
-            "context": "## Knowledge\n- Caroline went to a support group.\n",
+            "used_chars": 123, "truncated": False, "omitted_statements": 0,
+            "context": ("## Knowledge\n- Caroline went to a support group.\n"
+                        "## Caroline (person) in /demo\n"
+                        "- Caroline paints landscapes with her kids.\n"),
             "knowledge": [{"id": K1, "statement": STATEMENT, "kind": "event",
                            "level": "peer", "sensitivity": "internal", "state": "active",
                            "confidence": 0.9, "subject_peer_key": "caroline",
@@ -307,6 +309,16 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "peer_profile": {"peer_key": "caroline", "available": False, "entries": []},
             "scope_cards": [{"scope": "/demo", "available": False, "entries": []},
                             {"scope": "/", "available": False, "entries": []}],
+            "entity_cards": [{"scope": "/demo", "name": "Caroline", "kind": "person",
+                              "entries": [{"id": K2,
+                                           "statement": "Caroline paints landscapes with "
+                                                        "her kids.",
+                                           "kind": "fact", "level": "peer",
+                                           "sensitivity": "internal", "state": "active",
+                                           "confidence": 0.8,
+                                           "subject_peer_key": "caroline",
+                                           "scope": "/demo", "relevant_from": None,
+                                           "relevant_until": None, "inserted_at": NOW}]}],
             "projection_cache_hit": False, "fast_fallback": True,
             "projections": {"required": 3, "reused": 0, "missing": 3, "dirty": 0,
                             "stale": 0, "local_cache_hits": 0, "loaded_from_database": 0},

@@ -19,8 +19,10 @@ profile (peer readers only) and, when a session is named, that session's summary
   `blank_fallback` for a blank query, so salience-recency can fill it):
   `fast_fallback: true`.
 
-Sections are filled in priority order - knowledge head, session summary, peer profile,
-scope cards nearest first - and every statement appears once. The rendered `context` text
+Sections are filled in priority order - knowledge head, entity cards of the names the
+query gives (retrieval.entity_cards; built on read, shareable statements of one scope
+only), session summary, peer profile, scope cards nearest first - and every statement
+appears once; a card none of whose statements fit is left out. The rendered `context` text
 never exceeds `budget_chars`; the structured sections hold exactly what the text holds.
 No generation model is called on this path.
 """
@@ -35,7 +37,7 @@ from typing import Any
 from knowledge.models import Peer, Scope, Session
 from knowledge.selectors import scope_ancestors
 from memhouse.principal import Reader
-from retrieval import engine
+from retrieval import engine, entity_cards
 from retrieval.lexical import analyze, normalize_term
 from retrieval.profiles import resolve_profile
 from retrieval.projections import Audience, Key, Kind, load, ranked_pool
@@ -171,7 +173,11 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
                                limit=HEAD_LIMIT, blank_fallback=not query.strip())
         head = [_entry_from_candidate(c) for c in result.candidates]
         retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}
+    # Entity cards of the names the query gives, right after the head (entity_cards).
+    named = entity_cards.cards_for_query(reader=reader, chain=chain, query=query)
     sections = [_Section("knowledge", "Knowledge", head)]
+    sections += [_Section(f"entity_card:{i}", f"{c.name} ({c.kind}) in {c.scope}", c.entries)
+                 for i, c in enumerate(named)]
     if session is not None:
         sections.append(_Section("session_summary", "Session summary", entries_of(summaries)))
     if profiles:
@@ -201,6 +207,9 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
                           "entries": kept["peer_profile"]} if profiles else None),
         "scope_cards": [{"scope": path_of[k.scope_id], "available": k in loaded.payloads,
                          "entries": kept[f"scope_card:{k.scope_id}"]} for k in cards],
+        "entity_cards": [{"scope": c.scope, "name": c.name, "kind": c.kind,
+                          "entries": kept[f"entity_card:{i}"]}
+                         for i, c in enumerate(named) if kept[f"entity_card:{i}"]],
         "projection_cache_hit": hit,
         "fast_fallback": not hit,
         "projections": {

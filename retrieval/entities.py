@@ -12,9 +12,11 @@ timezone abbreviations, all listed below as explicit frozensets.
 Merging. Exact aliases merge directly: one normalised key in one scope is one Entity, and
 a peer's aliases (``Peer.aliases``) map to the key of the peer's display name, so "Mel"
 and "Melanie" are one entity when Mel is an alias of peer Melanie. A non-exact merge
-("Dana" and "Dana R.", or two keys whose embeddings are close) needs a model to confirm
-it. Without a model the documented behaviour is simply not to merge: no similarity
-candidates are computed and no unconfirmed merge is ever written.
+("Dana", "Dana R." and "our copy lead", or two keys whose contexts are close) is an
+EntityLink between two rows of one scope, written by retrieval.entity_resolution only
+after a model confirmed it; this module never merges beyond exact aliases. Role
+descriptions ("our copy lead", :func:`extract_descriptions`) are mentions too, so a model
+can link them to a name.
 
 Writes have the read -> compute -> write shape of the ingest pipeline: one short
 transaction reads the statements, the computation runs with no transaction open, and one
@@ -43,6 +45,8 @@ from retrieval.models import Entity, EntityMention
 __all__ = [
     "EXCLUDED_STATES",
     "Mention",
+    "extract_all_mentions",
+    "extract_descriptions",
     "extract_mentions",
     "index_knowledge",
     "mention_key",
@@ -182,6 +186,27 @@ PLACE_PREFIXES: frozenset[str] = frozenset({
 PLACE_PREPOSITIONS: frozenset[str] = frozenset({"in", "from", "near", "visiting", "visited"})
 THING_DETERMINERS: frozenset[str] = frozenset({"my", "your", "his", "her", "our", "their"})
 
+# Role descriptions ("our copy lead", "the head of design" is not one: a role noun must end
+# the phrase). Only after "our" or "the": a team-level referent in a shared scope, where
+# "my sister" or "her boss" would change referent with the speaker. The description is
+# indexed without its determiner, so "our copy lead" and "the copy lead" are one key; it
+# never merges with a name on its own: a model must confirm that (entity_resolution).
+DESCRIPTION_DETERMINERS: frozenset[str] = frozenset({"our", "the"})
+ROLE_NOUNS: frozenset[str] = frozenset({
+    "lead", "manager", "boss", "director", "head", "founder", "cofounder", "co-founder",
+    "owner", "ceo", "cto", "cfo", "coo", "cmo", "vp", "president", "chair", "chairperson",
+    "designer", "editor", "writer", "copywriter", "engineer", "developer", "analyst",
+    "strategist", "coordinator", "producer", "recruiter", "accountant", "lawyer",
+    "consultant", "contractor", "architect", "photographer", "planner", "officer",
+    "administrator", "assistant", "secretary", "treasurer", "mentor", "coach", "advisor",
+    "adviser", "intern", "landlord", "supervisor", "organizer", "organiser", "host",
+    "doctor", "therapist", "dentist", "teacher", "tutor", "instructor", "principal",
+})
+_DESCRIPTION = re.compile(
+    r"\b(?P<det>our|the)\s+(?P<phrase>(?:[a-z][a-z-]*\s+){0,2}[a-z][a-z-]*)\b",
+    re.IGNORECASE)
+_WORDS = re.compile(r"[a-z][a-z-]*", re.IGNORECASE)
+
 # ---------------------------------------------------------------------------------------
 
 # A word: starts with a letter or digit; inner hyphens and apostrophes join
@@ -202,6 +227,7 @@ CONF_MIDSENTENCE = 0.8
 CONF_ACRONYM = 0.7
 CONF_SENTENCE_INITIAL = 0.6
 CONF_KNOWN_PEER = 1.0
+CONF_DESCRIPTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -327,6 +353,34 @@ def extract_mentions(text: str) -> list[Mention]:
     return mentions
 
 
+def extract_descriptions(text: str) -> list[Mention]:
+    """Role descriptions ("our copy lead") in `text`: after "our" or "the", up to two
+    lower-case modifiers and a lower-case role noun. The span excludes the determiner."""
+    out: list[Mention] = []
+    for m in _DESCRIPTION.finditer(text):
+        words = list(_WORDS.finditer(m.group("phrase")))
+        # The longest phrase that ends in a role noun and holds only content words ("the
+        # lead designer met" -> "lead designer"; "the most senior engineer" -> none).
+        end_at = next((i for i in range(len(words) - 1, -1, -1)
+                       if words[i].group(0) in ROLE_NOUNS
+                       and not any(w.group(0).casefold() in CLOSED_CLASS
+                                   or w.group(0).casefold() in SENTENCE_ARTEFACTS
+                                   for w in words[:i])), None)
+        if end_at is None:
+            continue
+        start, end = m.start("phrase"), m.start("phrase") + words[end_at].end()
+        surface = text[start:end]
+        if surface.islower():  # "the Copy Lead" is a name, found by extract_mentions
+            out.append(Mention(surface, mention_key(surface), start, end, CONF_DESCRIPTION))
+    return out
+
+
+def extract_all_mentions(text: str) -> list[Mention]:
+    """Names and role descriptions, in order of appearance (what the index holds)."""
+    return sorted([*extract_mentions(text), *extract_descriptions(text)],
+                  key=lambda m: (m.start, m.end))
+
+
 # --- aliases and kinds -----------------------------------------------------------------
 
 
@@ -384,6 +438,8 @@ def _kind_hint(text: str, mention: Mention, aliases: AliasMap) -> str:
         return Entity.Kind.PERSON
     words = mention.key.split()
     surface_words = mention.surface.replace(".", " ").split()
+    if mention.confidence == CONF_DESCRIPTION and words[-1] in ROLE_NOUNS:
+        return Entity.Kind.PERSON  # "our copy lead"
     if words[-1] in ORGANISATION_WORDS:
         return Entity.Kind.ORGANISATION
     if words[-1] in PLACE_WORDS or (len(words) > 1 and words[0] in PLACE_PREFIXES):
@@ -430,7 +486,7 @@ def _compute(statements: Iterable[tuple[uuid.UUID, uuid.UUID, str]],
     rows: list[_Row] = []
     for kid, scope_id, text in statements:
         seen: set[tuple[str, int]] = set()
-        for m in resolve_mentions(extract_mentions(text), aliases):
+        for m in resolve_mentions(extract_all_mentions(text), aliases):
             if (m.key, m.start) in seen:
                 continue
             seen.add((m.key, m.start))

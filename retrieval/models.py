@@ -147,6 +147,54 @@ class EntityMention(models.Model):
         ]
 
 
+class EntityLink(models.Model):
+    """A model-confirmed merge: `entity` is another name of `canonical`, in one scope.
+
+    Rebuildable and pipeline-internal, like the index it links (see
+    retrieval.entity_resolution). Both ends are entity rows of the same scope and cascade
+    with them, so an index rebuild or an erasure that removes a name removes its links
+    too; resolution writes them again from the cached verdicts. A canonical entity is
+    never itself linked to another, so a group is one canonical plus its linked names.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    entity = models.OneToOneField(Entity, on_delete=models.CASCADE, related_name="link")
+    canonical = models.ForeignKey(Entity, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_entity_link"
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(entity=models.F("canonical")),
+                                   name="entity_link_not_self"),
+        ]
+        indexes = [models.Index(fields=["canonical"], name="entity_link_canonical")]
+
+
+class EntityJudgement(models.Model):
+    """The model's verdict on one candidate pair of names in one scope, so a pair is
+    asked about once. Keyed by a digest of (scope, both names): the cache holds no name,
+    so a statement's erasure leaves no text of it here. Rebuildable (dropping it only
+    costs model calls)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+    pair_digest = models.CharField(max_length=64)
+    same = models.BooleanField()
+    provider = models.CharField(max_length=100, blank=True, default="")
+    judged_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "memhouse_entity_judgement"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "scope", "pair_digest"],
+                                    name="entity_judgement_unique_pair"),
+        ]
+
+
 class Projection(models.Model):
     """A rebuildable context projection of governed knowledge: a peer profile, a scope
     card or a session summary, anchored at exactly one scope (see retrieval.projections).

@@ -1,7 +1,9 @@
 """entity_match: statements that mention the names in the query.
 
-Names in ``ctx.query`` (see :func:`retrieval.entities.extract_mentions`, with peer aliases
-resolved) select entities of the authorised scopes; their mentions select knowledge,
+Names and role descriptions in ``ctx.query`` (see
+:func:`retrieval.entities.extract_all_mentions`, with peer aliases resolved) select
+entities of the authorised scopes, each with the names a model linked to it in its scope
+(retrieval.entity_resolution); their mentions select knowledge,
 restricted inside the SQL to ``visible_knowledge(reader=ctx.reader,
 scope_ids=ctx.scope_ids, at=ctx.now)``. A statement scores the sum, over the matched
 entities it mentions, of its strongest mention confidence times the entity's idf
@@ -22,7 +24,7 @@ from typing import Any
 
 from django.db import connection
 
-from retrieval.entities import extract_mentions, peer_alias_map, resolve_mentions
+from retrieval.entities import extract_all_mentions, peer_alias_map, resolve_mentions
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import visible_count, visible_ids_sql
 
@@ -40,7 +42,7 @@ POOL = 1000
 
 def query_keys(ctx: StrategyContext) -> dict[str, float]:
     """The resolved keys of the names in the query (internal), with their confidence."""
-    mentions = extract_mentions(ctx.query)
+    mentions = extract_all_mentions(ctx.query)
     if not mentions:
         return {}
     aliases = peer_alias_map(ctx.reader.account_id)
@@ -50,27 +52,46 @@ def query_keys(ctx: StrategyContext) -> dict[str, float]:
     return keys
 
 
-# Shared CTEs: `vis` the visible statements, `n` their number, `km` the strongest mention
-# per (visible statement, key) among entities of the authorised scopes with the wanted keys,
-# `ok` the wanted keys that are not corpus-wide, with their document frequency.
+# Shared CTEs: `vis` the visible statements, `n` their number, `named` the groups (see
+# retrieval.entity_resolution: an entity and the names a model linked to it, in one scope)
+# of the entities of the authorised scopes with the wanted keys, `members` their entities,
+# `km` the strongest mention per (visible statement, group) capped at POOL per entity,
+# `ok` the wanted groups that are not corpus-wide, with their document frequency. A group
+# is named by its canonical key, so without links it is exactly the wanted key.
 _CTES = """
 WITH vis AS NOT MATERIALIZED ({visible}),
 n AS (SELECT %s::float AS n),
-km AS (
-    SELECT p.knowledge_id, p.canonical, max(p.conf) AS conf
+named AS (
+    SELECT DISTINCT e.scope_id, coalesce(c.canonical, e.canonical) AS grp
     FROM memhouse_entity e
+    LEFT JOIN memhouse_entity_link l ON l.entity_id = e.id
+    LEFT JOIN memhouse_entity c ON c.id = l.canonical_id
+    WHERE e.account_id = %s
+      AND e.scope_id = ANY(%s::uuid[])
+      AND e.canonical IN ({keys})
+),
+members AS (
+    SELECT e.id, nm.grp FROM named nm
+    JOIN memhouse_entity e
+      ON e.account_id = %s AND e.scope_id = nm.scope_id AND e.canonical = nm.grp
+    UNION
+    SELECT l.entity_id, nm.grp FROM named nm
+    JOIN memhouse_entity c
+      ON c.account_id = %s AND c.scope_id = nm.scope_id AND c.canonical = nm.grp
+    JOIN memhouse_entity_link l ON l.canonical_id = c.id
+),
+km AS (
+    SELECT p.knowledge_id, m.grp AS canonical, max(p.conf) AS conf
+    FROM members m
     CROSS JOIN LATERAL (
-        SELECT em.knowledge_id, e.canonical, em.confidence AS conf
+        SELECT em.knowledge_id, em.confidence AS conf
         FROM memhouse_entity_mention em
-        WHERE em.entity_id = e.id AND em.account_id = %s
+        WHERE em.entity_id = m.id AND em.account_id = %s
           AND em.knowledge_id IN (SELECT id FROM vis)
         ORDER BY em.confidence DESC
         LIMIT {pool}
     ) p
-    WHERE e.account_id = %s
-      AND e.scope_id = ANY(%s::uuid[])
-      AND e.canonical IN ({keys})
-    GROUP BY p.knowledge_id, p.canonical
+    GROUP BY p.knowledge_id, m.grp
 ),
 ok AS (
     SELECT km.canonical, count(*)::float AS df
@@ -86,9 +107,8 @@ def _ctes(ctx: StrategyContext, keys_sql: str, keys_params: Sequence[Any]
     visible, vparams = visible_ids_sql(ctx)
     account = str(ctx.reader.account_id)
     sql = _CTES.format(visible=visible, keys=keys_sql, pool=int(POOL))
-    params = [*vparams, visible_count(ctx), account, account,
-              [str(s) for s in ctx.scope_ids], *keys_params,
-              CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE]
+    params = [*vparams, visible_count(ctx), account, [str(s) for s in ctx.scope_ids],
+              *keys_params, account, account, account, CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE]
     return sql, params
 
 
