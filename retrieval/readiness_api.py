@@ -11,7 +11,7 @@ reader is the subject.
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, serializers
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,15 +19,8 @@ from rest_framework.views import APIView
 from knowledge import selectors
 from knowledge.models import Peer
 from memhouse.errors import ApplicationError
-from memhouse.principal import Principal
+from memhouse.principal import principal_of
 from retrieval.readiness import readiness
-
-
-def _principal(request: Request) -> Principal:
-    # request.user directly: retrieval may not import the wiring (memhouse.authentication).
-    if not isinstance(request.user, Principal):
-        raise exceptions.NotAuthenticated()
-    return request.user
 
 
 class ReadinessApi(APIView):
@@ -46,7 +39,7 @@ class ReadinessApi(APIView):
         data = self.InputSerializer(data={k: params.get(k) for k in params})
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        reader = selectors.reader_for(principal=_principal(request),
+        reader = selectors.reader_for(principal=principal_of(request),
                                       peer_key=v.get("peer_key"))
         scope = selectors.scope_for_read(reader=reader, path=v["scope"])
         subject = None
