@@ -146,10 +146,14 @@ def test_ingest_runs_the_llm_extractor_through_the_real_server(live_server, comm
         ledger = dict(UsageEntry.objects.values_list("kind").annotate(u=Sum("units")))
     # Either the model's claims were stored as the model's, or (only if every attempt
     # came back invalid) the rules stood in and said so; never an HTTP failure.
+    from knowledge.ingest.llm_extractor import LLMExtractor
+    from knowledge.ingest.rule_extractor import RuleBasedExtractor
+
     if _calls(llm_schema_name(), "ok") > before:
-        assert extractors <= {"llm/llm-v3"}, extractors
+        assert extractors <= {f"{LLMExtractor.name}/{LLMExtractor.version}"}, extractors
     else:
-        assert extractors <= {"rule-based/rule-v3"}, extractors
+        assert extractors <= {f"{RuleBasedExtractor.name}/{RuleBasedExtractor.version}"}, \
+            extractors
     assert ledger.get("model_call") == 1 and ledger.get("model_tokens", 0) > 0, ledger
 
 
