@@ -32,6 +32,15 @@ def pytest_configure(config: Any) -> None:
     settings.WHITENOISE_USE_FINDERS = True
     settings.WHITENOISE_AUTOREFRESH = True
 
+    # Property tests assert outcomes, not speed: on 2 shared cores an example can take
+    # longer than Hypothesis' 200 ms default and fail a run that is otherwise green.
+    from hypothesis import HealthCheck
+    from hypothesis import settings as hypothesis_settings
+
+    hypothesis_settings.register_profile(
+        "memhouse", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.load_profile("memhouse")
+
 
 def pytest_unconfigure(config: Any) -> None:
     """A test run leaves no server behind: the embedded PostgreSQL this run started (the
