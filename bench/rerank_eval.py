@@ -11,13 +11,14 @@ the statement together, which the first-stage (one pooled vector each) does not.
 1. ingest LoCoMo dev through the pipeline (bench/common.py; a --keep-db database is
    reused with --reuse-db), rebuild the entity index;
 2. search every question of categories 1-4 once with the shipped thorough profile
-   (limit 20 = the rerank head), keeping the per-strategy lists (bench/retrieval.py
-   `capture_pass`);
-3. offline: rerank those 20 by fused_z + alpha * maxsim_z (both z-scored within the head;
-   alpha 0 is the fused order, alpha "inf" pure MaxSim) for every alpha in ALPHAS and
-   score recall@10 etc. with bench/retrieval.py's `RecallTable`;
-4. leave-one-conversation-out: for each conversation the alpha with the best mean
-   recall@10 on the other four (ties: alpha 0, then the smaller) scores it.
+   (limit = the deepest head in HEADS), keeping the per-strategy lists
+   (bench/retrieval.py `capture_pass`);
+3. offline: rerank the first `head` fused candidates, for every head in HEADS, by
+   fused_z + alpha * maxsim_z (both z-scored within the head; alpha 0 is the fused order,
+   alpha "inf" pure MaxSim) for every alpha in ALPHAS and score recall@10 etc. with
+   bench/retrieval.py's `RecallTable`;
+4. leave-one-conversation-out: for each conversation the (head, alpha) with the best mean
+   recall@10 on the other four (ties: the shipped point, then grid order) scores it.
 
 The engine now ships alpha = inf (retrieval/rerank.py, used when no provider is
 configured), so step 2 also records the engine's own reranked top 20 ("engine"), its
@@ -46,7 +47,9 @@ from bench import retrieval as rb  # noqa: E402
 from bench.common import log  # noqa: E402
 
 ALPHAS: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, math.inf)
-HEAD = 20
+# Rerank depths: how many fused candidates MaxSim reorders (the profile's `rerank_head`).
+HEADS: tuple[int, ...] = (20, 30, 40, 50, 60)
+HEAD = max(HEADS)  # the search limit of the capture pass
 
 
 def _z(values: np.ndarray) -> np.ndarray:
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"thorough pass: {len(captured)} searches in {time.monotonic() - t:.0f}s")
     # What the offline grid reorders: the fused order, re-fused from the captured lists
     # (bench/retrieval.py `refuse`), whatever the engine's own rerank did.
+    engine_ids = [ids[:20] for ids in engine_ids]
     for c in captured:
         c.ids = rb.refuse(c, dict(profile.weights), profile.rrf_k, limit=HEAD)
     texts = statements(account_id, {i for c in captured for i in c.ids[:HEAD]})
@@ -130,32 +134,37 @@ def main(argv: list[str] | None = None) -> int:
     if encoder is None:
         raise SystemExit("the configured embedder has no token embeddings")
     t = time.monotonic()
-    sims: dict[int, np.ndarray] = {}
+    sims: dict[int, dict[str, float]] = {}
     for k, c in enumerate(captured):
         head = [i for i in c.ids[:HEAD] if i in texts]
-        sims[k] = np.asarray(rerank.maxsim(encoder, c.q["question"], [texts[i] for i in head]))
+        sims[k] = dict(zip(head, rerank.maxsim(encoder, c.q["question"],
+                                               [texts[i] for i in head]), strict=True))
     log(f"MaxSim of {len(captured)} heads in {time.monotonic() - t:.0f}s")
 
-    def order(k: int, c: rb.Captured, alpha: float) -> list[str]:
-        head = [i for i in c.ids[:HEAD] if i in texts]
+    Point = tuple[int, float]  # (head, alpha)
+
+    def order(k: int, c: rb.Captured, point: Point) -> list[str]:
+        depth, alpha = point
+        head = [i for i in c.ids[:depth] if i in texts]
         if alpha == 0.0 or len(head) < 2:
-            return c.ids
+            return c.ids[:20]
         fused = _z(-np.arange(len(head), dtype=np.float64))  # rank-based: fusion order
-        sim = _z(sims[k])
+        sim = _z(np.asarray([sims[k][i] for i in head]))
         score = sim if math.isinf(alpha) else fused + alpha * sim
         ranked = [head[j] for j in sorted(range(len(head)), key=lambda j: (-score[j], j))]
-        return ranked + c.ids[HEAD:]
+        return (ranked + c.ids[depth:])[:20]
 
-    orders = {a: [order(k, c, a) for k, c in enumerate(captured)] for a in ALPHAS}
-    r10: dict[float, np.ndarray] = {}
-    for a in ALPHAS:
+    points: list[Point] = [(h, a) for h in HEADS for a in ALPHAS]
+    orders = {p: [order(k, c, p) for k, c in enumerate(captured)] for p in points}
+    r10: dict[Point, np.ndarray] = {}
+    for p in points:
         vals = []
-        for c, ids in zip(captured, orders[a], strict=True):
+        for c, ids in zip(captured, orders[p], strict=True):
             ranked = [prov.get(i, set()) for i in ids]
             vals.append(rb.question_scores(c.q["evidence"], ranked)["recall_at_10"])
-        r10[a] = np.asarray(vals)
+        r10[p] = np.asarray(vals)
 
-    def table(chosen: dict[str, float]) -> dict[str, Any]:
+    def table(chosen: dict[str, Point]) -> dict[str, Any]:
         tab = rb.RecallTable()
         for k, c in enumerate(captured):
             ids = orders[chosen[c.conv]][k]
@@ -164,18 +173,19 @@ def main(argv: list[str] | None = None) -> int:
         return tab.summary()
 
     conv_of = np.asarray([c.conv for c in captured])
-    alphas = list(ALPHAS)
+    shipped_point: Point = (profile.rerank_head, math.inf)
+    fused_point: Point = (HEADS[0], 0.0)
     folds, chosen = [], {}
     for conv in convs:
         train = conv_of != conv.sample_id
-        best = rb.choose(alphas, r10, train, 0.0)
+        best = rb.choose(points, r10, train, shipped_point)
         chosen[conv.sample_id] = best
-        folds.append({"held_out": conv.sample_id, "alpha": str(best),
+        folds.append({"held_out": conv.sample_id, "head": best[0], "alpha": str(best[1]),
                       "train_recall_at_10": round(float(r10[best][train].mean()), 4),
                       "held_out_recall_at_10": round(float(r10[best][~train].mean()), 4),
-                      "fused_held_out_recall_at_10": round(float(r10[0.0][~train].mean()),
-                                                           4)})
-        log(f"fold {conv.sample_id}: alpha {best}, held-out recall@10 "
+                      "fused_held_out_recall_at_10": round(float(
+                          r10[fused_point][~train].mean()), 4)})
+        log(f"fold {conv.sample_id}: head {best[0]} alpha {best[1]}, held-out recall@10 "
             f"{folds[-1]['held_out_recall_at_10']} (fused "
             f"{folds[-1]['fused_held_out_recall_at_10']})")
     ids_all = [c.sample_id for c in convs]
@@ -194,16 +204,17 @@ def main(argv: list[str] | None = None) -> int:
                    "search_elapsed_ms": rb.pct(elapsed)},
         "benchmark": "rerank_eval", "scorer": "maxsim over the default encoder's tokens",
         "embedder": encoder[0],
-        "profile_version": profile.version, "head": HEAD, "questions": len(captured),
-        "in_sample": {str(a): round(float(r10[a].mean()), 4) for a in ALPHAS},
-        "fused": table(dict.fromkeys(ids_all, 0.0)),
-        "pure_maxsim": table(dict.fromkeys(ids_all, math.inf)),
+        "profile_version": profile.version, "rerank_head": profile.rerank_head,
+        "heads": list(HEADS), "questions": len(captured),
+        "in_sample": {f"{h}:{a}": round(float(r10[(h, a)].mean()), 4) for h, a in points},
+        "fused": table(dict.fromkeys(ids_all, fused_point)),
+        "pure_maxsim": table(dict.fromkeys(ids_all, shipped_point)),
         "cross_validated": table(chosen),
         "folds": folds,
         "seconds": round(time.monotonic() - started, 1),
     }
-    for a in ALPHAS:
-        log(f"alpha {a}: recall@10 {payload['in_sample'][str(a)]}")
+    for key, value in payload["in_sample"].items():
+        log(f"head:alpha {key}: recall@10 {value}")
     log(f"cross-validated recall@10 {payload['cross_validated']['recall_at_10']['overall']} "
         f"vs fused {payload['fused']['recall_at_10']['overall']}; engine (shipped rerank) "
         f"{payload['engine']['recall_at_10']['overall']}, rerank {statuses}, rerank ms "

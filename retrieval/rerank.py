@@ -7,12 +7,14 @@ whole (retries included) by the profile's reserved allowance (``reserved_rerank_
 The answer can only reorder what it was shown: ids that were not in the head are
 ignored, head items the model left out keep their fused order after the ones it placed.
 
-Without one: each head statement is scored by MaxSim (ColBERT's late interaction: the
-mean over the query's word pieces of the best cosine to any of the statement's word
-pieces) with the embedder's own token embeddings, and the head is sorted by that score
-(ties in fused order). It reads query and statement together, which the pooled vectors
-of the first stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.670 to
-0.685 with the default ONNX encoder, 0.683 under leave-one-conversation-out
+Without one: each statement of a deeper head (the profile's ``maxsim_head``, 40 in
+thorough) is scored by MaxSim (ColBERT's late interaction: the mean over the query's
+word pieces of the best cosine to any of the statement's word pieces) with the
+embedder's own token embeddings, and that head is sorted by the score (ties in fused
+order). It reads query and statement together, which the pooled vectors of the first
+stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.670 (fused) to 0.700
+with the default ONNX encoder over a head of 40 (0.686 over 20), the same under
+leave-one-conversation-out
 (bench/README.md, "Rerank"). The
 allowance is checked between encoder batches. The token embeddings are optional: an
 embedder without ``embed_tokens`` (both shipped ones have it: the ONNX encoder's hidden
@@ -77,13 +79,16 @@ SYSTEM = (
 
 def rerank(*, reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime, query: str,
            fused: list[FusedCandidate], head: int, allowance_ms: int,
-           provider: ChatProvider | None = None
+           provider: ChatProvider | None = None, maxsim_head: int | None = None
            ) -> tuple[list[FusedCandidate], dict[str, Any]]:
-    """`fused` with its first `head` items reordered by the provider, and the status."""
+    """`fused` with its first `head` items reordered by the provider (or its first
+    `maxsim_head` by MaxSim when there is none), and the status."""
     provider = provider if provider is not None else get_provider()
     encode = None if provider is not None else token_encoder()
     if provider is None and encode is None:
         return fused, {"status": "skipped", "reason": "no_provider"}
+    if encode is not None and maxsim_head is not None:
+        head = maxsim_head
     top, tail = fused[:head], fused[head:]
     texts = {str(k): v for k, v in visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
              .filter(id__in=[c.id for c in top]).values_list("id", "statement")}

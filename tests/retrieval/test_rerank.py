@@ -166,6 +166,30 @@ def test_without_a_provider_maxsim_reorders_the_head_by_the_question(
     assert body["rerank"]["moved"] > 0 and _ids(body) != fused, fused
 
 
+def test_maxsim_reads_a_deeper_head_than_a_model_is_shown(
+        live_server, corpus, model, settings, monkeypatch):  # noqa: F811
+    """MaxSim costs no tokens, so it orders `maxsim_head` candidates; a configured model
+    is still shown only `rerank_head`."""
+    from retrieval.profiles import BASE_PROFILES
+
+    monkeypatch.setitem(BASE_PROFILES, "thorough", replace(
+        BASE_PROFILES["thorough"], rerank_head=2, maxsim_head=4))
+    w, _ = corpus
+    query = "Who uses an inhaler?"
+    model.script = [ok({"order": ["S2", "S1"]})]
+    body = _thorough(live_server, w.agent_key, query=query)
+    assert body["rerank"]["reranker"] == "model" and body["rerank"]["head"] == 2
+    assert len(_prompt(model.requests[0])["statements"]) == 2
+
+    settings.MEMHOUSE_LLM_BASE_URL = ""
+    fused = _fused(live_server, w.agent_key, settings, query=query)
+    assert len(fused) >= 6
+    body = _thorough(live_server, w.agent_key, query=query)
+    assert body["rerank"]["reranker"] == "maxsim" and body["rerank"]["head"] == 4
+    assert sorted(_ids(body)[:4]) == sorted(fused[:4])  # the head of 4, reordered
+    assert _ids(body)[4:] == fused[4:]  # the tail keeps its fused order
+
+
 class PooledOnly:
     """The shipped encoder behind the bare Embedder protocol: pooled vectors, no token
     embeddings (as an embedder of another runtime may be)."""
