@@ -58,7 +58,7 @@ BASE_PROFILES: dict[str, Profile] = {
         Profile("thorough", "thorough-v3", ALL_STRATEGIES,
                 {"semantic": 2.0, "lexical": 1.0, "temporal": 0.6, "salience_recency": 0.3,
                  "entity_match": 0.6, "relation_expand": 0.4},
-                rerank=True, deadline_ms=1500, rerank_reserve_ms=300, maxsim_head=40,
+                rerank=True, deadline_ms=1500, rerank_reserve_ms=500, maxsim_head=40,
                 head=80),
         Profile("minimal", "minimal-v1", ("semantic", "lexical"),
                 {"semantic": 1.0, "lexical": 1.0}, deadline_ms=300, lanes=True,
@@ -67,7 +67,7 @@ BASE_PROFILES: dict[str, Profile] = {
 }
 # Per-scope overrides (scope setting `retrieval_profiles`: {profile name: {key: value}}).
 # `rerank_reserve_ms` is the rerank allowance of a reranking profile; a real model needs
-# more than the 300 ms thorough reserves by default, so raise it with `deadline_ms`, e.g.
+# more than the 500 ms thorough reserves by default, so raise it with `deadline_ms`, e.g.
 # {"thorough": {"deadline_ms": 4000, "rerank_reserve_ms": 3000}}. It must stay below the
 # deadline (the strategies keep the rest); a value that does not is ignored.
 _OVERRIDABLE = {"weights", "rrf_k", "deadline_ms", "head", "rerank_reserve_ms"}

@@ -164,7 +164,7 @@ def test_thorough_reserves_rerank_and_reranks_model_free(live_server, corpus):
     w, _ = corpus  # no generation provider configured (tests/retrieval/test_rerank.py has one)
     body = _search(live_server, w.agent_key, query="Alice hiking", peer_key="alice",
                    profile="thorough", profile_defaults=True).json()
-    assert body["profile"] == "thorough" and body["reserved_rerank_ms"] == 300
+    assert body["profile"] == "thorough" and body["reserved_rerank_ms"] == 500
     assert body["rerank"]["status"] == "done" and body["rerank"]["reranker"] == "maxsim"
     assert body["deadline_ms"] == 1500
     names = (set(body["strategies"]["contributed"]) | set(body["strategies"]["empty"])
