@@ -12,6 +12,7 @@ embedding before the call returns. Output keys: see bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import sys
@@ -119,10 +120,9 @@ def _postgres_cpu() -> float | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     for child in children:
-        try:
+        # One that exited in between is counted in the postmaster's cutime next time.
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
             total += sum(int(x) for x in stat(child)[11:13])
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # exited in between: counted in the postmaster's cutime next time
     return total / tick
 
 
