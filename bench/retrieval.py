@@ -892,6 +892,11 @@ class Scale:
         t = time.monotonic()
         with connection.cursor() as cur:
             cur.execute(f"DROP INDEX IF EXISTS {self.index}")
+        # space_ensure creates a space's index once per process: forget it, so the call
+        # after the load builds it again (without this the scale part found no index).
+        from retrieval import vectors
+
+        vectors._indexed_spaces.discard((connection.settings_dict["NAME"], self.space.id))
         for account_id, scope_id in self.accounts:
             n = want[account_id] - self.have[account_id]
             if n > 0:

@@ -7,7 +7,8 @@
    backend query is cancelled too), dropped and reported; failures likewise.
 3. relation_expand (when the profile has it) expands the head of the interleaved seed
    lists within the remaining time.
-4. Disagreement is computed on the raw lists, then score-aware fusion orders them.
+4. Disagreement is computed on the strategies' raw lists, then score-aware fusion
+   orders them with their lanes' lists (semantic.source_turns, each its own weight).
 5. Rerank (profiles with `rerank`): the configured generation provider reorders the
    fused head within the reserved allowance, or without one MaxSim over the encoder's
    token embeddings does (retrieval.rerank).

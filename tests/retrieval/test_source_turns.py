@@ -4,6 +4,7 @@ reader's message and statement visibility inside the SQL. Real PostgreSQL, real 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -106,8 +107,12 @@ def test_statements_hidden_from_the_reader_never_enter_the_lane(dialogue):
 
 def test_profiles_without_the_lane_weight_do_not_run_it(dialogue):
     w, _ = dialogue
+    balanced = BASE_PROFILES["balanced"]
+    off = replace(balanced, weights={**balanced.weights, SOURCE_TURNS: 0.0})
     with account_context(w.account.id):
         scope = Scope.objects.get(path="/marketing/social")
-        res = engine.search(reader=internal_reader(w.account.id), scope=scope, query=QUERY,
-                            profile=BASE_PROFILES["fast"], limit=5)
-    assert SOURCE_TURNS not in res.lists
+        for profile in (BASE_PROFILES["fast"], off):
+            res = engine.search(reader=internal_reader(w.account.id), scope=scope,
+                                query=QUERY, profile=profile, limit=5)
+            assert SOURCE_TURNS not in res.lists
+            assert all(SOURCE_TURNS not in c["scores"] for c in res.candidates)
