@@ -116,3 +116,28 @@ def test_profiles_without_the_lane_weight_do_not_run_it(dialogue):
                                 query=QUERY, profile=profile, limit=5)
             assert SOURCE_TURNS not in res.lists
             assert all(SOURCE_TURNS not in c["scores"] for c in res.candidates)
+
+
+def test_a_hidden_turn_in_between_neither_lends_nor_blocks(dialogue):
+    """The turn before is the one before *among the messages this reader may see*, so a
+    hidden message between the question and the answer changes nothing for the reader:
+    its existence cannot be read off the ranking."""
+    w, ids = dialogue
+    with account_context(w.account.id):
+        bob = _reader(w, "bob")
+    before = dict(_search(w, bob).lists[SOURCE_TURNS])[ids["woodhaven"]]
+    with account_context(w.account.id):
+        question = Message.objects.get(id=ids["question_msg"])
+        answer = Message.objects.get(id=ids["answer_msg"])
+        hidden = Message.objects.create(
+            account=w.account, peer=w.subject, scope=w.scope, session=question.session,
+            text="Sorry, one sec, my migraine medication alarm went off.",
+            occurred_at=question.occurred_at,
+            inserted_at=question.inserted_at + (answer.inserted_at - question.inserted_at) / 2)
+        secret = _add(w, "Alice takes migraine medication.", sensitivity="personal",
+                      sources=[{"message": hidden, "excerpt": "migraine"}])
+    embed_knowledge(w.account.id, [secret])
+    embed_messages(w.account.id, [str(hidden.id)])
+    after = dict(_search(w, bob).lists[SOURCE_TURNS])
+    assert secret not in after
+    assert after[ids["woodhaven"]] == pytest.approx(before)
