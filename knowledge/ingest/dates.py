@@ -71,6 +71,9 @@ _MONTH_TOKEN = (
     r"(?:January|February|March|April|May|June|July|August|September|October|November|"
     r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
 )
+# "the end of August", "the beginning of 2027": a part of a month or year, as early/mid/late
+_PART_OF = r"(?:end|beginning|start|middle)\s+of"
+_PART_OF_MODIFIER = {"end": "late", "beginning": "early", "start": "early", "middle": "mid"}
 _ABS = re.compile(
     rf"""
 (?:\b(?P<aprefix>[Ii]n|[Oo]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Dd]uring|[Bb]y|[Ff]rom|[Bb]ack\s+in
@@ -79,8 +82,8 @@ _ABS = re.compile(
   (?P<isoy>\d{{4}})-(?P<isom>\d{{2}})-(?P<isod>\d{{2}})
  |(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH_TOKEN})(?:,?\s+(?P<y1>(?:19|20)\d{{2}}))?
  |(?P<m2>{_MONTH_TOKEN})\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?![\d:])(?:,?\s+(?P<y2>(?:19|20)\d{{2}}))?
- |(?:(?P<mod>early|late|mid-?)\s*)?(?P<m3>{_MONTH_TOKEN})(?:\s+(?:of\s+)?(?P<y3>(?:19|20)\d{{2}}))?
- |(?:(?P<mody>early|late|mid-?)\s*)?(?P<y4>(?:19|20)\d{{2}})
+ |(?:(?P<mod>early|late|mid-?|{_PART_OF})\s*)?(?P<m3>{_MONTH_TOKEN})(?:\s+(?:of\s+)?(?P<y3>(?:19|20)\d{{2}}))?
+ |(?:(?P<mody>early|late|mid-?|{_PART_OF})\s*)?(?P<y4>(?:19|20)\d{{2}})
 )\b(?!')
 """,
     re.X,
@@ -113,6 +116,18 @@ _VALUE_DATE_CONTEXT = re.compile(
     r"(?:(?:on|at|in)\s*)?)$",
     re.I,
 )
+# A date with no preposition of its own right after "to", "at", "for": it is the object of
+# the words before ("the release is moving to May 28th", "leaving at the end of March");
+# removing it would leave "...moving to.", so it is a value, whatever the verb.
+# Not the second date of a range ("from April 1st to June 30th").
+_DANGLING_BEFORE = re.compile(r"(?P<word>[\w']+)\s+(?:to|at|for)\s+$", re.I)
+_DATE_WORD = re.compile(rf"\d+(?:st|nd|rd|th)?|{_WEEKDAY}|today|tomorrow|tonight", re.I)
+
+
+def _dangling(text: str, start: int) -> bool:
+    match = _DANGLING_BEFORE.search(text, 0, start)
+    return match is not None and _DATE_WORD.fullmatch(match.group("word")) is None
+
 _ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.I)
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|gonna|going\s+to|plan(?:s|ning|ned)?\s+(?:to|on)|hop(?:e|es|ing)\s+to"
@@ -463,6 +478,7 @@ def _modify(window: _Window, modifier: str | None, unit: str) -> _Window:
     if not modifier or window.start is None:
         return window
     modifier = modifier.lower().rstrip("-")
+    modifier = _PART_OF_MODIFIER.get(modifier.split()[0], modifier)
     start = window.start
     tz = start.tzinfo
     if unit == "month":
@@ -527,7 +543,8 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         if window is None:
             continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        value = not claim and _value_date(text, match.start(), match.group("prefix"))
+        value = not claim and (_value_date(text, match.start(), match.group("prefix")) or (
+            not match.group("prefix") and _dangling(text, match.start())))
         replacement = None
         trail = None
         if match.group("poss"):  # "during last week's game" -> "during the game"
@@ -559,7 +576,8 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
             if prefix_key not in _ABS_PREFIX_REQUIRED and not modifier:
                 continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        value = not claim and _value_date(text, match.start(), prefix_key)
+        value = not claim and (_value_date(text, match.start(), prefix_key) or (
+            prefix is None and _dangling(text, match.start())))
         if prefix_key == "since":
             tense_future = False
         elif prefix_key == "from":  # "from April 1st to June 30th" in an announcement
@@ -590,7 +608,10 @@ def _join_ranges(text: str, hits: list[_DateHit]) -> list[_DateHit]:
         if (prev is not None and not prev.part_of_claim and not hit.part_of_claim
                 and (prev.prefix in ("from", "between")
                      or _RANGE_START.search(text, 0, prev.start))
-                and _RANGE_LINK.fullmatch(text, prev.end, hit.start)
+                and (_RANGE_LINK.fullmatch(text, prev.end, hit.start)
+                     # "from June 15 until the end of August": "until" is the hit's prefix
+                     or (hit.prefix in ("until", "till", "through")
+                         and not text[prev.end:hit.start].strip()))
                 and prev.window.start is not None and hit.window.end is not None):
             end = hit.window.end
             if end <= prev.window.start:  # the second date's year was guessed backwards

@@ -121,6 +121,11 @@ turns per second. Per turn it:
    v4: agreement, thanks and encouragement in other words ("makes sense", "your support
    means so much", "will make a difference") give no claim; speaking of "my wife/husband"
    adds "Name is married."; a verbless aside after ", so" is cut.
+13. **rule-v5**: "it" (an object, or the subject of a verb of doing) is the one thing
+   another speaker's question just asked about ("Is it the migration again?" - "Yes, it
+   failed on staging"; ``knowledge.ingest.referents``), else left as said; a date that is
+   the object of "to/at/for" is kept whatever the verb ("moving to May 28th"), and "the
+   end/beginning/middle of" a month or year is read as late/early/mid.
 """
 
 from __future__ import annotations
@@ -1196,7 +1201,7 @@ class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
     name = "rule-based"
-    version = "rule-v4"
+    version = "rule-v5"
 
     def extract(self, message: ObservedMessage) -> list[ExtractedClaim]:
         text = message.text.translate(_QUOTE_MAP)
