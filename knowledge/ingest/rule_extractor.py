@@ -1,5 +1,5 @@
-"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v4``; v2 added step 9,
-v3 step 10, v4 step 12).
+"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v5``; v2 added step 9,
+v3 step 10, v4 step 12, v5 step 13).
 
 The extractor is deterministic, uses only ``re`` and ``str``, and handles several thousand
 turns per second. Per turn it:
@@ -125,7 +125,9 @@ turns per second. Per turn it:
    another speaker's question just asked about ("Is it the migration again?" - "Yes, it
    failed on staging"; ``knowledge.ingest.referents``), else left as said; a date that is
    the object of "to/at/for" is kept whatever the verb ("moving to May 28th"), and "the
-   end/beginning/middle of" a month or year is read as late/early/mid.
+   end/beginning/middle of" a month or year is read as late/early/mid; news asked as a
+   question ("X is leaving in March, did you know?", "Did you hear X quit?") is a
+   statement.
 """
 
 from __future__ import annotations
@@ -1135,6 +1137,31 @@ def _kind(
     return "fact"
 
 
+# News told as a question: "Kofi is leaving at the end of March, did you know?", "Did you
+# hear Jess quit her job?" ask nothing; the statement inside is what the speaker says.
+_KNOW_TAG = re.compile(
+    r",\s*(?:did\s+you\s+(?:know|hear)|you\s+know|have\s+you\s+heard)\s*[?!.]*\s*$", re.I)
+_HEARD_THAT = re.compile(
+    r"(?:(?:so|hey|oh|btw|by\s+the\s+way)\W+)*(?:did|have)\s+you\s+(?:hear|heard|know)"
+    r"\s+(?:that\s+)?(?=[A-Z]|(?:the|my|our)\s)",
+    re.I)
+
+
+def _news_span(sentence: str) -> tuple[int, int] | None:
+    """Where the statement inside a know/hear question lies in ``sentence`` (None: it is
+    no such question)."""
+    body = sentence.rstrip()
+    if not body.endswith("?"):
+        return None
+    tag = _KNOW_TAG.search(body)
+    if tag is not None:
+        return 0, tag.start()
+    lead = _HEARD_THAT.match(body)
+    if lead is not None and lead.end() < len(body) - 1:
+        return lead.end(), len(body.rstrip("?"))
+    return None
+
+
 def _is_question(sentence: str) -> bool:
     body = sentence.strip()
     if "?" in body[-3:]:
@@ -1236,7 +1263,10 @@ class RuleBasedExtractor:
             addressees = [k for k in vocatives or previous_vocatives or context
                           if k != message.speaker_key]
             previous_vocatives = vocatives
-            if _is_question(sentence):
+            news = _news_span(sentence)
+            if news is not None:
+                s_start, s_end = s_start + news[0], s_start + news[1]
+            elif _is_question(sentence):
                 continue
             antecedent: str | None = None
             frame: ExtractedClaim | None = None

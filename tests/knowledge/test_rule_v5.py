@@ -84,3 +84,18 @@ def test_the_end_of_a_month_bounds_valid_time():
     assert [c.statement for c in claims] == ["Zoe is on parental leave."]
     assert claims[0].relevant_from == datetime(2026, 6, 15, tzinfo=UTC)
     assert claims[0].relevant_until == datetime(2026, 9, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("Makes sense. Kofi is leaving the company at the end of March, did you know?",
+     "Kofi is leaving the company at the end of March"),
+    ("Did you hear Kofi quit his job at the bank?", "Kofi quit his job at the bank"),
+])
+def test_news_told_as_a_question_is_a_statement(text, said):
+    assert any(said in c.statement for c in extract(text))
+
+
+@pytest.mark.parametrize("text", ["Did you know him?", "Did you hear that?",
+                                  "Have you heard the news?", "Did you hear about it?"])
+def test_a_real_question_about_knowing_gives_no_claim(text):
+    assert extract(text) == []
