@@ -143,6 +143,7 @@ from knowledge.ingest.dates import (
     RELATIVE_DATE_EXPRESSIONS,
     _choose_window,
     _find_dates,
+    _format_window,
     _local,
     _remove_dates,
     resolve_relative_date,
@@ -1326,6 +1327,13 @@ class RuleBasedExtractor:
 
         hits = _find_dates(clause, local)
         work = _remove_dates(clause, hits) if hits else clause
+        if hits and work.strip(" .,!?") and not _has_finite_clause(work):
+            # A fragment: "Three years in June." - the date is half of what is said, so it
+            # stays (a relative one written out) instead of leaving "Three years."
+            hits = [replace(h, part_of_claim=True, replacement=_format_window(h.window)
+                            if h.replacement is None and _REL.fullmatch(clause[h.start:h.end])
+                            else h.replacement) for h in hits]
+            work = _remove_dates(clause, hits)
         relevant_from, relevant_until = _choose_window(hits)
         hedged = bool(_HEDGE_DETECT.search(work))
         work = _CASUAL.sub(_casual, work)

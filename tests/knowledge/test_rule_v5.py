@@ -99,3 +99,8 @@ def test_news_told_as_a_question_is_a_statement(text, said):
                                   "Have you heard the news?", "Did you hear about it?"])
 def test_a_real_question_about_knowing_gives_no_claim(text):
     assert extract(text) == []
+
+
+def test_a_verbless_fragment_keeps_its_date():
+    assert statement("Three years in June.") == "Zoe said: Three years in June."
+    assert extract("Yesterday.") == []  # a date alone says nothing
