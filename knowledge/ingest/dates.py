@@ -534,7 +534,8 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
     ahead = _points_ahead(text)
     for match in _REL.finditer(text):
         if (match.group("wd") or match.group("ord")) and not (
-                match.group("prefix") or match.group("wdon") or match.group("ordon")):
+                match.group("prefix") or match.group("wdon") or match.group("ordon")
+                or _second_day(text, hits, match)):
             continue  # "Saturday Night Live", "the 3rd" of a list: no date without on/until
         prefix_word = (match.group("prefix") or "").lower()
         future = prefix_word in ("until", "till", "through") or (
@@ -542,6 +543,10 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         window = _safe_window(_relative_window, match, local, future)
         if window is None:
             continue
+        if _second_day(text, hits, match) and not (
+                hits[-1].window.end == window.start
+                or _SPAN_LINK.fullmatch(text, hits[-1].end, match.start())):
+            continue  # "on Monday and Wednesday": two days, not one stretch; left as said
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         value = not claim and (_value_date(text, match.start(), match.group("prefix")) or (
             not match.group("prefix") and _dangling(text, match.start())))
@@ -595,6 +600,14 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
     return _join_ranges(text, hits)
 
 
+def _second_day(text: str, hits: list[_DateHit], match: re.Match[str]) -> bool:
+    """"on Thursday and Friday", "from Wednesday to Friday": a bare weekday right after a
+    day is a date because the first one is."""
+    return bool(match.group("wd") and hits and hits[-1].window.unit == "day"
+                and _RANGE_LINK.fullmatch(text, hits[-1].end, match.start()))
+
+
+_SPAN_LINK = re.compile(r"\s*(?:to|until|till|through|thru|-|\u2013)\s*", re.I)
 _RANGE_LINK = re.compile(r"\s*(?:to|until|till|through|thru|and|-|\u2013)\s*(?:the\s+)?", re.I)
 _RANGE_START = re.compile(r"\b(?:from|between)\s+(?:the\s+)?$", re.I)
 
@@ -607,7 +620,10 @@ def _join_ranges(text: str, hits: list[_DateHit]) -> list[_DateHit]:
         prev = out[-1] if out else None
         if (prev is not None and not prev.part_of_claim and not hit.part_of_claim
                 and (prev.prefix in ("from", "between")
-                     or _RANGE_START.search(text, 0, prev.start))
+                     or _RANGE_START.search(text, 0, prev.start)
+                     # "on Thursday and Friday": two days in a row are one stretch
+                     or (prev.window.unit == hit.window.unit == "day"
+                         and prev.window.end == hit.window.start))
                 and (_RANGE_LINK.fullmatch(text, prev.end, hit.start)
                      # "from June 15 until the end of August": "until" is the hit's prefix
                      or (hit.prefix in ("until", "till", "through")

@@ -125,7 +125,8 @@ turns per second. Per turn it:
    another speaker's question just asked about ("Is it the migration again?" - "Yes, it
    failed on staging"; ``knowledge.ingest.referents``), else left as said; a date that is
    the object of "to/at/for" is kept whatever the verb ("moving to May 28th"), and "the
-   end/beginning/middle of" a month or year is read as late/early/mid; news asked as a
+   end/beginning/middle of" a month or year is read as late/early/mid; "on Thursday and
+   Friday" is one window; a verbless fragment keeps its date; news asked as a
    question ("X is leaving in March, did you know?", "Did you hear X quit?") is a
    statement.
 """

@@ -104,3 +104,20 @@ def test_a_real_question_about_knowing_gives_no_claim(text):
 def test_a_verbless_fragment_keeps_its_date():
     assert statement("Three years in June.") == "Zoe said: Three years in June."
     assert extract("Yesterday.") == []  # a date alone says nothing
+
+
+@pytest.mark.parametrize(("text", "until"), [
+    ("I'm out on Thursday and Friday.", datetime(2026, 5, 16, tzinfo=UTC)),
+    ("I'm out from Wednesday to Friday.", datetime(2026, 5, 16, tzinfo=UTC)),
+])
+def test_two_days_in_a_row_or_a_weekday_range_is_one_window(text, until):
+    claims = extract(text)
+    assert [c.statement for c in claims] == ["Zoe is out."]
+    assert claims[0].relevant_until == until
+
+
+def test_two_days_apart_are_not_one_window():
+    claims = extract("I'm busy on Monday and Wednesday.")
+    assert all(c.relevant_until != datetime(2026, 5, 21, tzinfo=UTC) for c in claims)
+    assert extract("I watched Saturday Night Live.")[0].statement == (
+        "Zoe watched Saturday Night Live.")
