@@ -140,8 +140,11 @@ def _noun_phrases(sentence: str) -> list[str | None]:
         head = words[-1].lower()
         if head in _NOT_THING:
             continue
-        if det not in ("the", "this", "that") or _PERSON_NOUN.search(" ".join(words)):
-            found.append(None)  # a thing or a person the answer may mean, not sayable
+        # "that"/"this" may be no determiner at all ("is that recent?", "a moment that
+        # stands out"), and "your dog" is not how the speaker would say it: such a phrase
+        # counts as a candidate but is never taken
+        if det != "the" or _PERSON_NOUN.search(" ".join(words)):
+            found.append(None)
         else:
             found.append("the " + " ".join(words))
     return found

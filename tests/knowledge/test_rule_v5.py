@@ -56,13 +56,15 @@ def test_it_is_the_one_thing_the_question_before_asked_about(recent, text, thing
     (("Are you coming to the party?",), "No, I can't make it."),
     # someone else's thing cannot be said from the speaker's mouth ("your dog")
     (("How is your dog?",), "I took it to the vet."),
+    # "that" is no determiner here
+    (("Great pic! Is that recent?",), "Yes, the kids loved it."),
     # no question before at all
     ((), "Mei wrote most of it."),
 ])
 def test_it_stays_as_said_when_the_turns_before_leave_doubt(recent, text):
     for claim in extract(text, *recent):
         assert re.search(r"\bit\b", claim.statement, re.I), claim.statement
-        for word in ("logo", "contract", "vendor", "concert", "party", "dog"):
+        for word in ("logo", "contract", "vendor", "concert", "party", "dog", "recent"):
             assert word not in claim.statement.lower()
 
 
