@@ -116,9 +116,11 @@ _VALUE_DATE_CONTEXT = re.compile(
     r"(?:(?:on|at|in)\s*)?)$",
     re.I,
 )
-# A date with no preposition of its own right after "to", "at", "for": it is the object of
-# the words before ("the release is moving to May 28th", "leaving at the end of March");
-# removing it would leave "...moving to.", so it is a value, whatever the verb.
+# An absolute date with no preposition of its own right after "to", "at", "for": it is the
+# object of the words before ("the release is moving to May 28th", "leaving at the end of
+# March"); removing it would leave "...moving to.", so it is a value, whatever the verb.
+# Not for relative dates: "the shelter I volunteer at yesterday", "the parade I went to a
+# few weeks ago" end a relative clause with its preposition, and the date is a frame.
 # Not the second date of a range ("from April 1st to June 30th").
 _DANGLING_BEFORE = re.compile(r"(?P<word>[\w']+)\s+(?:to|at|for)\s+$", re.I)
 _DATE_WORD = re.compile(rf"\d+(?:st|nd|rd|th)?|{_WEEKDAY}|today|tomorrow|tonight", re.I)
@@ -548,8 +550,7 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
                 or _SPAN_LINK.fullmatch(text, hits[-1].end, match.start())):
             continue  # "on Monday and Wednesday": two days, not one stretch; left as said
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        value = not claim and (_value_date(text, match.start(), match.group("prefix")) or (
-            not match.group("prefix") and _dangling(text, match.start())))
+        value = not claim and _value_date(text, match.start(), match.group("prefix"))
         replacement = None
         trail = None
         if match.group("poss"):  # "during last week's game" -> "during the game"

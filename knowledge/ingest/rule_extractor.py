@@ -787,6 +787,19 @@ _VERB_AFTER = _wordset(
 _TOKEN_OR_STOP = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[,;:()\"]")
 
 
+def _verbless(text: str) -> bool:
+    """No verb of any form ("Three years", not "explore more and volunteer at shelters",
+    "Planning a trip there", "see you")."""
+    for token in _TOKEN_OR_STOP.findall(text):
+        low = token.lower()
+        if (low in _FINITE or low in _VERB_BASES or low in ("gonna", "wanna", "gotta")
+                or _is_regular_past(low) or _third_person_s(low) is not None
+                or (low.endswith("ing") and len(low) > 4)
+                or low.endswith(("'s", "'m", "'re", "'ve", "'ll", "'d"))):
+            return False
+    return True
+
+
 def _has_finite_clause(text: str) -> bool:
     """A finite verb: inflected, auxiliary, or a base form after a subject ('I', 'we',
     'they', a plural noun), a modal, 'to' or 'do'; adverbs in between are skipped."""
@@ -1142,7 +1155,7 @@ def _kind(
 # News told as a question: "Kofi is leaving at the end of March, did you know?", "Did you
 # hear Jess quit her job?" ask nothing; the statement inside is what the speaker says.
 _KNOW_TAG = re.compile(
-    r",\s*(?:did\s+you\s+(?:know|hear)|you\s+know|have\s+you\s+heard)\s*[?!.]*\s*$", re.I)
+    r",\s*(?:did\s+you\s+(?:know|hear)|have\s+you\s+heard)\s*[?!.]*\s*$", re.I)
 _HEARD_THAT = re.compile(
     r"(?:(?:so|hey|oh|btw|by\s+the\s+way)\W+)*(?:did|have)\s+you\s+(?:hear|heard|know)"
     r"\s+(?:that\s+)?(?=[A-Z]|(?:the|my|our)\s)",
@@ -1328,7 +1341,7 @@ class RuleBasedExtractor:
 
         hits = _find_dates(clause, local)
         work = _remove_dates(clause, hits) if hits else clause
-        if hits and work.strip(" .,!?") and not _has_finite_clause(work):
+        if hits and work.strip(" .,!?") and _verbless(work):
             # A fragment: "Three years in June." - the date is half of what is said, so it
             # stays (a relative one written out) instead of leaving "Three years."
             hits = [replace(h, part_of_claim=True, replacement=_format_window(h.window)

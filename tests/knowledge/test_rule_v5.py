@@ -123,3 +123,21 @@ def test_two_days_apart_are_not_one_window():
     assert all(c.relevant_until != datetime(2026, 5, 21, tzinfo=UTC) for c in claims)
     assert extract("I watched Saturday Night Live.")[0].statement == (
         "Zoe watched Saturday Night Live.")
+
+
+@pytest.mark.parametrize(("text", "kept", "dropped"), [
+    # a relative clause ends with its preposition: the date is a frame, not its object
+    ("I donated my old car to a shelter I volunteer at yesterday.", "shelter", "May 2026"),
+    ("This was the parade I went to a few weeks ago.", "parade", "2026"),
+    # a verb makes it no fragment: the date stays valid time
+    ("Gonna volunteer at shelters next month.", "shelters", "June 2026"),
+    ("Next month, I'm off to Ireland for a semester.", "Ireland", "June 2026"),
+])
+def test_a_date_that_frames_the_clause_still_leaves_the_text(text, kept, dropped):
+    statements = [c.statement for c in extract(text)]
+    assert any(kept in s for s in statements), statements
+    assert not any(dropped in s for s in statements), statements
+
+
+def test_you_know_is_a_filler_not_news():
+    assert extract("It's like a reset button, you know?") == []
