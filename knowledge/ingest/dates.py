@@ -71,6 +71,9 @@ _MONTH_TOKEN = (
     r"(?:January|February|March|April|May|June|July|August|September|October|November|"
     r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
 )
+# "the end of August", "the beginning of 2027": a part of a month or year, as early/mid/late
+_PART_OF = r"(?:end|beginning|start|middle)\s+of"
+_PART_OF_MODIFIER = {"end": "late", "beginning": "early", "start": "early", "middle": "mid"}
 _ABS = re.compile(
     rf"""
 (?:\b(?P<aprefix>[Ii]n|[Oo]n|[Ss]ince|[Uu]ntil|[Tt]ill|[Dd]uring|[Bb]y|[Ff]rom|[Bb]ack\s+in
@@ -79,8 +82,8 @@ _ABS = re.compile(
   (?P<isoy>\d{{4}})-(?P<isom>\d{{2}})-(?P<isod>\d{{2}})
  |(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH_TOKEN})(?:,?\s+(?P<y1>(?:19|20)\d{{2}}))?
  |(?P<m2>{_MONTH_TOKEN})\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?![\d:])(?:,?\s+(?P<y2>(?:19|20)\d{{2}}))?
- |(?:(?P<mod>early|late|mid-?)\s*)?(?P<m3>{_MONTH_TOKEN})(?:\s+(?:of\s+)?(?P<y3>(?:19|20)\d{{2}}))?
- |(?:(?P<mody>early|late|mid-?)\s*)?(?P<y4>(?:19|20)\d{{2}})
+ |(?:(?P<mod>early|late|mid-?|{_PART_OF})\s*)?(?P<m3>{_MONTH_TOKEN})(?:\s+(?:of\s+)?(?P<y3>(?:19|20)\d{{2}}))?
+ |(?:(?P<mody>early|late|mid-?|{_PART_OF})\s*)?(?P<y4>(?:19|20)\d{{2}})
 )\b(?!')
 """,
     re.X,
@@ -113,6 +116,20 @@ _VALUE_DATE_CONTEXT = re.compile(
     r"(?:(?:on|at|in)\s*)?)$",
     re.I,
 )
+# An absolute date with no preposition of its own right after "to", "at", "for": it is the
+# object of the words before ("the release is moving to May 28th", "leaving at the end of
+# March"); removing it would leave "...moving to.", so it is a value, whatever the verb.
+# Not for relative dates: "the shelter I volunteer at yesterday", "the parade I went to a
+# few weeks ago" end a relative clause with its preposition, and the date is a frame.
+# Not the second date of a range ("from April 1st to June 30th").
+_DANGLING_BEFORE = re.compile(r"(?P<word>[\w']+)\s+(?:to|at|for)\s+$", re.I)
+_DATE_WORD = re.compile(rf"\d+(?:st|nd|rd|th)?|{_WEEKDAY}|today|tomorrow|tonight", re.I)
+
+
+def _dangling(text: str, start: int) -> bool:
+    match = _DANGLING_BEFORE.search(text, 0, start)
+    return match is not None and _DATE_WORD.fullmatch(match.group("word")) is None
+
 _ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.I)
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|gonna|going\s+to|plan(?:s|ning|ned)?\s+(?:to|on)|hop(?:e|es|ing)\s+to"
@@ -463,6 +480,7 @@ def _modify(window: _Window, modifier: str | None, unit: str) -> _Window:
     if not modifier or window.start is None:
         return window
     modifier = modifier.lower().rstrip("-")
+    modifier = _PART_OF_MODIFIER.get(modifier.split()[0], modifier)
     start = window.start
     tz = start.tzinfo
     if unit == "month":
@@ -518,7 +536,8 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
     ahead = _points_ahead(text)
     for match in _REL.finditer(text):
         if (match.group("wd") or match.group("ord")) and not (
-                match.group("prefix") or match.group("wdon") or match.group("ordon")):
+                match.group("prefix") or match.group("wdon") or match.group("ordon")
+                or _second_day(text, hits, match)):
             continue  # "Saturday Night Live", "the 3rd" of a list: no date without on/until
         prefix_word = (match.group("prefix") or "").lower()
         future = prefix_word in ("until", "till", "through") or (
@@ -526,6 +545,10 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
         window = _safe_window(_relative_window, match, local, future)
         if window is None:
             continue
+        if _second_day(text, hits, match) and not (
+                hits[-1].window.end == window.start
+                or _SPAN_LINK.fullmatch(text, hits[-1].end, match.start())):
+            continue  # "on Monday and Wednesday": two days, not one stretch; left as said
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         value = not claim and _value_date(text, match.start(), match.group("prefix"))
         replacement = None
@@ -559,7 +582,8 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
             if prefix_key not in _ABS_PREFIX_REQUIRED and not modifier:
                 continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
-        value = not claim and _value_date(text, match.start(), prefix_key)
+        value = not claim and (_value_date(text, match.start(), prefix_key) or (
+            prefix is None and _dangling(text, match.start())))
         if prefix_key == "since":
             tense_future = False
         elif prefix_key == "from":  # "from April 1st to June 30th" in an announcement
@@ -577,6 +601,14 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
     return _join_ranges(text, hits)
 
 
+def _second_day(text: str, hits: list[_DateHit], match: re.Match[str]) -> bool:
+    """"on Thursday and Friday", "from Wednesday to Friday": a bare weekday right after a
+    day is a date because the first one is."""
+    return bool(match.group("wd") and hits and hits[-1].window.unit == "day"
+                and _RANGE_LINK.fullmatch(text, hits[-1].end, match.start()))
+
+
+_SPAN_LINK = re.compile(r"\s*(?:to|until|till|through|thru|-|\u2013)\s*", re.I)
 _RANGE_LINK = re.compile(r"\s*(?:to|until|till|through|thru|and|-|\u2013)\s*(?:the\s+)?", re.I)
 _RANGE_START = re.compile(r"\b(?:from|between)\s+(?:the\s+)?$", re.I)
 
@@ -589,8 +621,14 @@ def _join_ranges(text: str, hits: list[_DateHit]) -> list[_DateHit]:
         prev = out[-1] if out else None
         if (prev is not None and not prev.part_of_claim and not hit.part_of_claim
                 and (prev.prefix in ("from", "between")
-                     or _RANGE_START.search(text, 0, prev.start))
-                and _RANGE_LINK.fullmatch(text, prev.end, hit.start)
+                     or _RANGE_START.search(text, 0, prev.start)
+                     # "on Thursday and Friday": two days in a row are one stretch
+                     or (prev.window.unit == hit.window.unit == "day"
+                         and prev.window.end == hit.window.start))
+                and (_RANGE_LINK.fullmatch(text, prev.end, hit.start)
+                     # "from June 15 until the end of August": "until" is the hit's prefix
+                     or (hit.prefix in ("until", "till", "through")
+                         and not text[prev.end:hit.start].strip()))
                 and prev.window.start is not None and hit.window.end is not None):
             end = hit.window.end
             if end <= prev.window.start:  # the second date's year was guessed backwards

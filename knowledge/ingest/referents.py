@@ -1,4 +1,4 @@
-"""Referents of "he/she", "there", "this place" and "that name" from the turns just
+"""Referents of "he/she", "it", "there", "this place" and "that name" from the turns just
 before a clause (model-free; used by the rule extractor).
 
 A chat turn leans on what was said just before it: "Mei got promoted!" - "Well deserved,
@@ -18,7 +18,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from knowledge.ingest.lexicon import _wordset
+from knowledge.ingest.lexicon import (
+    _ADVERBS,
+    _FINITE,
+    _IRREGULAR_PAST,
+    _STOPWORDS,
+    _VERB_BASES,
+    _is_regular_past,
+    _wordset,
+)
 
 __all__ = ["Referents", "find_referents", "resolve_referents"]
 
@@ -70,6 +78,96 @@ _LEADING_PRONOUN = re.compile(
     r"^(?P<pro>he|she)(?P<contraction>'s|\u2019s|'ll|\u2019ll)?(?=\W|$)", re.I)
 
 
+# "it" and the thing it stands for. A thing is offered only by a question another speaker
+# asks ("Is it the migration again?" - "Yes, it failed on staging"; "Where's the renderer
+# code?" - "Mei wrote most of it"; "The Overstory? What did you think?" - "I loved it"):
+# the answer is about what was asked. The nearest turn offering any noun phrase decides,
+# and it must be a question with exactly one: a statement ("My laptop broke") or a second
+# noun phrase ("did the vendor send the new contract?") leaves "it" as said.
+_NOUN_PHRASE = re.compile(
+    r"\b(?P<det>the|this|that|these|those|my|your|our|his|her|their)\s+"
+    r"(?=(?P<words>[a-z][\w-]*(?:\s+[a-z][\w-]*){0,3}))",
+    re.I,
+)
+_TITLE_QUESTION = re.compile(r"(?:^|(?<=[.!?]\s))(?P<title>(?:The\s+)?[A-Z][\w'-]*"
+                             r"(?:\s+[A-Z][\w'-]*){0,3})\?")
+_QUOTED = re.compile(r'"(?P<title>[A-Z][^"]{0,60}?)"')
+# not a thing "it" can be: times, and nouns too vague to stand for anything
+_NOT_THING = _wordset(
+    """day days week weeks weekend month months year years morning afternoon evening night
+    time times moment way ways thing things stuff lot bit end beginning start rest first
+    last next same other whole idea point reason one ones kind sort"""
+)
+_NP_STOP = _STOPWORDS | _ADVERBS | _FINITE | _wordset(
+    """while because if when until since before after like than again anyway today tonight
+    tomorrow yesterday lately recently please"""
+)
+# "it" that stands for nothing ("it's great", "it seems", "make it", "got it") or for a
+# clause ("it pushed me to..."): only an object after these verbs or a preposition, or a
+# subject before a verb of doing, is replaced
+_DUMMY_SUBJECT_VERB = _wordset(
+    """seems seemed looks looked feels felt sounds sounded takes took makes made means meant
+    gets got goes went depends depended turns turned happens happened helps helped reminds
+    reminded worked works was is 's has had will would can could might must should may
+    doesn't didn't isn't wasn't won't wouldn't can't couldn't"""
+)
+_IDIOM_OBJECT_VERB = _wordset(
+    """make made makes making get got gets getting take took takes taking go for is was do did
+    done doing say said call called mean meant let hate love like enjoy enjoyed"""
+)
+_IT_WORD = re.compile(r"(?<![\w'\u2019-])it(?![\w'\u2019-])", re.I)
+
+
+def _noun_phrases(sentence: str) -> list[str | None]:
+    """Noun phrases of ``sentence`` as "the <words>" (None: one that is not a thing or
+    cannot be said from another speaker's mouth, such as "your dog")."""
+    found: list[str | None] = []
+    for match in _QUOTED.finditer(sentence):
+        found.append(match.group("title"))
+    for match in _TITLE_QUESTION.finditer(sentence):
+        found.append(match.group("title"))
+    for match in _NOUN_PHRASE.finditer(sentence):
+        words: list[str] = []
+        for word in match.group("words").split():
+            low = word.lower()
+            if low in _NP_STOP or (words and (low in _VERB_BASES or low in _IRREGULAR_PAST
+                                              or _is_regular_past(low))):
+                break
+            words.append(word)
+        if not words:
+            continue
+        det = match.group("det").lower()
+        head = words[-1].lower()
+        if head in _NOT_THING:
+            continue
+        # "that"/"this" may be no determiner at all ("is that recent?", "a moment that
+        # stands out"), and "your dog" is not how the speaker would say it: such a phrase
+        # counts as a candidate but is never taken
+        if det != "the" or _PERSON_NOUN.search(" ".join(words)):
+            found.append(None)
+        else:
+            found.append("the " + " ".join(words))
+    return found
+
+
+def _thing_of(unit: str) -> tuple[bool, str | None]:
+    """(whether ``unit`` offers any noun phrase, the one thing its question asks about)."""
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", unit) if s.strip()]
+    asked: list[str | None] = []
+    stated = False
+    for sentence in sentences:
+        phrases = _noun_phrases(sentence)
+        if sentence.endswith("?"):
+            asked.extend(phrases)
+        elif phrases:
+            stated = True
+    if not asked and not stated:
+        return False, None
+    if stated or len(set(asked)) != 1 or asked[0] is None:
+        return True, None
+    return True, asked[0]
+
+
 @dataclass(frozen=True)
 class Referents:
     person: tuple[str, str] | None = None  # (peer key, name as the turn wrote it)
@@ -78,6 +176,7 @@ class Referents:
     # alone: "he's not here anymore" is often no place at all)
     own_place: bool = False
     name: str | None = None
+    thing: str | None = None  # what "it" stands for (see _thing_of)
 
 
 def find_referents(units: Sequence[tuple[str, str]],
@@ -92,7 +191,8 @@ def find_referents(units: Sequence[tuple[str, str]],
     place: str | None = None
     own_place = False
     name: str | None = None
-    person_done = place_done = name_done = False
+    thing: str | None = None
+    person_done = place_done = name_done = thing_done = False
     for unit_speaker, unit in reversed(units):
         if not person_done:
             named = [(k, s) for k, s in peers(unit) if k not in exclude]
@@ -118,9 +218,13 @@ def find_referents(units: Sequence[tuple[str, str]],
             if names:
                 name_done = True
                 name = names.pop() if len(names) == 1 else None
-        if person_done and place_done and name_done:
+        if not thing_done and unit_speaker != speaker:
+            thing_done, thing = _thing_of(unit)
+        elif not thing_done:
+            thing_done = bool(_thing_of(unit)[0])  # the speaker's own words: no question
+        if person_done and place_done and name_done and thing_done:
             break
-    return Referents(person, place, own_place, name)
+    return Referents(person, place, own_place, name, thing)
 
 
 def resolve_referents(clause: str, refs: Referents) -> str:
@@ -146,4 +250,31 @@ def resolve_referents(clause: str, refs: Referents) -> str:
         clause = _THERE.sub(_place, clause, count=1)
     if refs.name is not None:
         clause = _THAT_NAME.sub(f"the name {refs.name}", clause, count=1)
+    if refs.thing is not None:
+        clause = _resolve_it(clause, refs.thing)
+    return clause
+
+
+def _resolve_it(clause: str, thing: str) -> str:
+    """``clause`` with its first "it" replaced by ``thing`` when that "it" is an object
+    ("found it", "on it") or the subject of a verb of doing ("it failed"); unchanged when
+    it stands for nothing ("it's great", "make it", "it seems")."""
+    for match in _IT_WORD.finditer(clause):
+        before = clause[:match.start()].split()
+        after = clause[match.end():].split()
+        prev = before[-1].lower().strip(",") if before else ""
+        nxt = after[0].lower().strip(",.!?") if after else ""
+        if prev in ("", "and", "but", "so", "because", "yes", "yeah") or (
+                bool(before) and before[-1].endswith(",")):
+            # subject: a verb of doing follows ("it failed", "it expires"), not "it's"
+            if not nxt or nxt in _DUMMY_SUBJECT_VERB or nxt in _ADVERBS or not (
+                    nxt.endswith("s") or nxt.endswith("ed") or nxt in _IRREGULAR_PAST):
+                return clause
+            word = thing[0].upper() + thing[1:] if not before else thing
+        else:
+            if prev in _IDIOM_OBJECT_VERB or nxt in ("that", "up", "out", "off", "over",
+                                                     "easy", "all"):
+                return clause
+            word = thing
+        return clause[:match.start()] + word + clause[match.end():]
     return clause

@@ -1,5 +1,5 @@
-"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v4``; v2 added step 9,
-v3 step 10, v4 step 12).
+"""Model-free claim extraction for casual chat (``rule-based`` / ``rule-v5``; v2 added step 9,
+v3 step 10, v4 step 12, v5 step 13).
 
 The extractor is deterministic, uses only ``re`` and ``str``, and handles several thousand
 turns per second. Per turn it:
@@ -121,6 +121,14 @@ turns per second. Per turn it:
    v4: agreement, thanks and encouragement in other words ("makes sense", "your support
    means so much", "will make a difference") give no claim; speaking of "my wife/husband"
    adds "Name is married."; a verbless aside after ", so" is cut.
+13. **rule-v5**: "it" (an object, or the subject of a verb of doing) is the one thing
+   another speaker's question just asked about ("Is it the migration again?" - "Yes, it
+   failed on staging"; ``knowledge.ingest.referents``), else left as said; a date that is
+   the object of "to/at/for" is kept whatever the verb ("moving to May 28th"), and "the
+   end/beginning/middle of" a month or year is read as late/early/mid; "on Thursday and
+   Friday" is one window; a verbless fragment keeps its date; news asked as a
+   question ("X is leaving in March, did you know?", "Did you hear X quit?") is a
+   statement.
 """
 
 from __future__ import annotations
@@ -136,6 +144,7 @@ from knowledge.ingest.dates import (
     RELATIVE_DATE_EXPRESSIONS,
     _choose_window,
     _find_dates,
+    _format_window,
     _local,
     _remove_dates,
     resolve_relative_date,
@@ -778,6 +787,19 @@ _VERB_AFTER = _wordset(
 _TOKEN_OR_STOP = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?|[,;:()\"]")
 
 
+def _verbless(text: str) -> bool:
+    """No verb of any form ("Three years", not "explore more and volunteer at shelters",
+    "Planning a trip there", "see you")."""
+    for token in _TOKEN_OR_STOP.findall(text):
+        low = token.lower()
+        if (low in _FINITE or low in _VERB_BASES or low in ("gonna", "wanna", "gotta")
+                or _is_regular_past(low) or _third_person_s(low) is not None
+                or (low.endswith("ing") and len(low) > 4)
+                or low.endswith(("'s", "'m", "'re", "'ve", "'ll", "'d"))):
+            return False
+    return True
+
+
 def _has_finite_clause(text: str) -> bool:
     """A finite verb: inflected, auxiliary, or a base form after a subject ('I', 'we',
     'they', a plural noun), a modal, 'to' or 'do'; adverbs in between are skipped."""
@@ -1130,6 +1152,31 @@ def _kind(
     return "fact"
 
 
+# News told as a question: "Kofi is leaving at the end of March, did you know?", "Did you
+# hear Jess quit her job?" ask nothing; the statement inside is what the speaker says.
+_KNOW_TAG = re.compile(
+    r",\s*(?:did\s+you\s+(?:know|hear)|have\s+you\s+heard)\s*[?!.]*\s*$", re.I)
+_HEARD_THAT = re.compile(
+    r"(?:(?:so|hey|oh|btw|by\s+the\s+way)\W+)*(?:did|have)\s+you\s+(?:hear|heard|know)"
+    r"\s+(?:that\s+)?(?=[A-Z]|(?:the|my|our)\s)",
+    re.I)
+
+
+def _news_span(sentence: str) -> tuple[int, int] | None:
+    """Where the statement inside a know/hear question lies in ``sentence`` (None: it is
+    no such question)."""
+    body = sentence.rstrip()
+    if not body.endswith("?"):
+        return None
+    tag = _KNOW_TAG.search(body)
+    if tag is not None:
+        return 0, tag.start()
+    lead = _HEARD_THAT.match(body)
+    if lead is not None and lead.end() < len(body) - 1:
+        return lead.end(), len(body.rstrip("?"))
+    return None
+
+
 def _is_question(sentence: str) -> bool:
     body = sentence.strip()
     if "?" in body[-3:]:
@@ -1196,7 +1243,7 @@ class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
     name = "rule-based"
-    version = "rule-v4"
+    version = "rule-v5"
 
     def extract(self, message: ObservedMessage) -> list[ExtractedClaim]:
         text = message.text.translate(_QUOTE_MAP)
@@ -1231,7 +1278,10 @@ class RuleBasedExtractor:
             addressees = [k for k in vocatives or previous_vocatives or context
                           if k != message.speaker_key]
             previous_vocatives = vocatives
-            if _is_question(sentence):
+            news = _news_span(sentence)
+            if news is not None:
+                s_start, s_end = s_start + news[0], s_start + news[1]
+            elif _is_question(sentence):
                 continue
             antecedent: str | None = None
             frame: ExtractedClaim | None = None
@@ -1291,6 +1341,13 @@ class RuleBasedExtractor:
 
         hits = _find_dates(clause, local)
         work = _remove_dates(clause, hits) if hits else clause
+        if hits and work.strip(" .,!?") and _verbless(work):
+            # A fragment: "Three years in June." - the date is half of what is said, so it
+            # stays (a relative one written out) instead of leaving "Three years."
+            hits = [replace(h, part_of_claim=True, replacement=_format_window(h.window)
+                            if h.replacement is None and _REL.fullmatch(clause[h.start:h.end])
+                            else h.replacement) for h in hits]
+            work = _remove_dates(clause, hits)
         relevant_from, relevant_until = _choose_window(hits)
         hedged = bool(_HEDGE_DETECT.search(work))
         work = _CASUAL.sub(_casual, work)

@@ -132,7 +132,7 @@ def test_vocabularies() -> None:
 def test_extractors_satisfy_the_protocol() -> None:
     rule = RuleBasedExtractor()
     assert isinstance(rule, Extractor)
-    assert (rule.name, rule.version) == ("rule-based", "rule-v4")
+    assert (rule.name, rule.version) == ("rule-based", "rule-v5")
     llm = LLMExtractor(ScriptedProvider({"claims": []}))
     assert isinstance(llm, Extractor)
     assert (llm.name, llm.version) == ("llm", "llm-v3")

@@ -67,5 +67,5 @@ def test_a_failing_model_degrades_to_the_rule_based_extractor(committed_world, f
     _ingest(committed_world, "I adopted a greyhound named Pixel.")
     with account_context(committed_world.account.id):
         k = Knowledge.objects.get()
-        assert k.extractor == "rule-based/rule-v4"  # recorded, never passed off as the model's
+        assert k.extractor == "rule-based/rule-v5"  # recorded, never passed off as the model's
         assert k.statement == "Caroline adopted a greyhound named Pixel."

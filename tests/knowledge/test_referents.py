@@ -137,7 +137,7 @@ def test_ingest_resolves_she_from_the_sessions_previous_message(live_server,
     with account_context(w.account.id):
         rows = {k.statement: k for k in Knowledge.objects.select_related("subject_peer")}
         mei = rows["Mei carried the migration."]
-        assert mei.subject_peer.key == "mei" and mei.extractor == "rule-based/rule-v4"
+        assert mei.subject_peer.key == "mei" and mei.extractor == "rule-based/rule-v5"
         from governance.intake.pipeline import recent_turns
 
         by_id = {m.client_message_id: m for m in Message.objects.select_related("peer")}

@@ -99,7 +99,7 @@ def test_extraction_faults_keep_messages_and_fall_back_to_rules(live_server, com
         assert msg.extracted_at is not None  # processed, not stuck
         k = Knowledge.objects.get()
         assert k.statement == "Caroline adopted a greyhound named Pixel."
-        assert k.extractor == "rule-based/rule-v4"  # recorded, never passed off as the model's
+        assert k.extractor == "rule-based/rule-v5"  # recorded, never passed off as the model's
         assert k.state == "active"
 
 
