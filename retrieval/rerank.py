@@ -34,8 +34,9 @@ Status, reported in the search response's ``rerank`` (``reranker`` = ``model`` o
   allowance; the fused order stands;
 * ``failed``: the provider failed otherwise (``reason`` = the ProviderError kind), or the
   encoder did (``reason`` = ``encoder_error``); the fused order stands;
-* ``skipped``: ``no_provider`` (no provider and no token embeddings) or ``short_head``
-  (fewer than two statements to order).
+* ``skipped``: ``no_provider`` (no provider and no token embeddings), ``short_head``
+  (fewer than two statements to order) or ``deadline`` (the request's deadline left an
+  allowance under MIN_ALLOWANCE_MS; nothing was reserved, retrieval.engine).
 
 The provider meters its call itself (``memhouse.llm``), under the schema name
 ``search_rerank_v1``, billed to the request's credential or the metering block around it.
@@ -63,6 +64,9 @@ from retrieval.fusion import FusedCandidate
 log = logging.getLogger(__name__)
 
 SCHEMA_NAME = "search_rerank_v1"
+# Below this an allowance cannot cover even the query's token encoding (about 5-15 ms on
+# 2 loaded cores) plus one batch of statements, so the engine skips the rerank instead.
+MIN_ALLOWANCE_MS = 25
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"order": {"type": "array", "items": {"type": "string"}}},

@@ -121,7 +121,7 @@ def test_the_allowance_is_a_scope_override_for_slower_models(live_server, corpus
         Scope.objects.filter(path="/").update(settings={"retrieval_profiles": {"thorough": {
             "deadline_ms": 6000, "rerank_reserve_ms": 4000}}})
     model.script = [Reply(delay=1.5, body=completion(json.dumps({"order": ["S2", "S1"]})))]
-    body = _thorough(live_server, w.agent_key)
+    body = _thorough(live_server, w.agent_key, profile_defaults=True)  # the 6000 ms deadline
     assert body["reserved_rerank_ms"] == 4000
     assert body["rerank"]["status"] == "done"
     # An allowance that leaves the strategies no time is ignored, not obeyed.
@@ -243,3 +243,40 @@ def test_pages_continue_the_reranked_order(live_server, corpus, model):  # noqa:
     second = _search(live_server, w.agent_key, profile="thorough", query=QUESTION,
                      peer_key="alice", limit=3, offset=3)
     assert first == whole[:3] and _ids(second.json()) == whole[3:6]
+
+
+def test_a_shorter_request_deadline_shrinks_the_reservation_with_it(
+        live_server, corpus, model):  # noqa: F811
+    """A request's `deadline_ms` below the profile's keeps the reservation's share of it
+    (300 of 1500 ms), so a slow model is cut off inside the deadline the caller asked for."""
+    w, _ = corpus
+    model.script = [Reply(delay=1.5, body=completion(json.dumps({"order": ["S2", "S1"]})))]
+    body = _thorough(live_server, w.agent_key, deadline_ms=500)
+    assert body["deadline_ms"] == 500 and body["reserved_rerank_ms"] == 100
+    assert body["rerank"]["status"] == "timeout"
+    assert body["rerank"]["elapsed_ms"] < 450  # the 100 ms allowance, not the 300 ms one
+    # A longer deadline than the profile's leaves the reservation as it is.
+    model.script = [ok({"order": ["S2", "S1"]})]
+    body = _thorough(live_server, w.agent_key, deadline_ms=3000)
+    assert body["deadline_ms"] == 3000 and body["reserved_rerank_ms"] == 300
+    assert body["rerank"]["status"] == "done"
+
+
+def test_a_deadline_too_short_for_any_rerank_skips_it_and_reserves_nothing(
+        live_server, corpus, model):  # noqa: F811
+    w, _ = corpus
+    model.script = [ok({"order": ["S2", "S1"]})]
+    body = _thorough(live_server, w.agent_key, deadline_ms=100)  # a 20 ms share
+    assert body["reserved_rerank_ms"] == 0
+    assert body["rerank"] == {"status": "skipped", "reason": "deadline"}
+    assert model.requests == []  # no call the deadline could not wait for
+
+
+def test_the_request_deadline_scales_a_scope_override_reservation_too():
+    from retrieval.profiles import BASE_PROFILES, with_deadline
+
+    thorough = replace(BASE_PROFILES["thorough"], deadline_ms=6000, rerank_reserve_ms=4000)
+    assert with_deadline(thorough, 3000).rerank_reserve_ms == 2000
+    assert with_deadline(thorough, 9000).rerank_reserve_ms == 4000
+    balanced = with_deadline(BASE_PROFILES["balanced"], 50)
+    assert balanced.deadline_ms == 50 and balanced.rerank_reserve_ms == 0
