@@ -29,7 +29,9 @@ reader sees nor shows the model a statement the reader could not.
 Status, reported in the search response's ``rerank`` (``reranker`` = ``model`` or
 ``maxsim``):
 
-* ``done``: the new order was applied (``moved`` = head positions that changed);
+* ``done``: the new order was applied (``moved`` = head positions that changed); MaxSim
+  out of time part way orders the fused prefix it scored (``partial``: true, ``head`` =
+  that prefix, ``of`` = the head it was given) and leaves the rest in fused order;
 * ``timeout``: the provider did not answer, or MaxSim did not finish, within the
   allowance; the fused order stands;
 * ``failed``: the provider failed otherwise (``reason`` = the ProviderError kind), or the
@@ -103,15 +105,23 @@ def rerank(*, reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime, q
     if encode is not None:
         try:
             scores = maxsim(encode, query, [texts[c.id] for c in shown],
-                            ends=started + max(allowance_ms, 1) / 1000.0)
+                            ends=started + max(allowance_ms, 1) / 1000.0, partial=True)
         except TimeoutError:
             return fused, {"status": "timeout", "reranker": "maxsim", "head": len(shown),
                            "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
         except Exception:  # a broken encoder costs the rerank, never the search
             log.exception("rerank: token encoder failed")
             return fused, {"status": "failed", "reranker": "maxsim", "reason": "encoder_error"}
-        placed = [shown[i] for i in sorted(range(len(shown)), key=lambda i: (-scores[i], i))]
-        return _apply(top, tail, placed, "maxsim", started)
+        # Out of time part way: the fused prefix that was scored is ordered (a shallower
+        # head), the rest keeps its fused order; under two scored it is a timeout.
+        ready = next((i for i, v in enumerate(scores) if v is None), len(scores))
+        if ready < 2:
+            return fused, {"status": "timeout", "reranker": "maxsim", "head": len(shown),
+                           "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
+        placed = [shown[i] for i in sorted(range(ready), key=lambda i: (-scores[i], i))]
+        ordered, status = _apply(top, tail, placed, "maxsim", started)
+        return ordered, ({**status, "partial": True, "of": len(shown)} if ready < len(shown)
+                         else status)
     assert provider is not None
     short = {f"S{n}": c for n, c in enumerate(shown, start=1)}
     user = json.dumps({"question": query,
@@ -205,26 +215,35 @@ def _unit(matrix: Any) -> Any:
 
 
 def maxsim(encoder: tuple[str, Encoder], query: str, statements: list[str],
-           ends: float | None = None) -> list[float]:
+           ends: float | None = None, partial: bool = False) -> list[Any]:
     """Per statement: the mean over the query's tokens of the best cosine to any of the
-    statement's tokens. Raises TimeoutError when `ends` (monotonic) passes between
-    encoder calls."""
+    statement's tokens. When `ends` (monotonic) passes between encoder calls: with
+    `partial` the statements not encoded by then score None (the encoder takes them in
+    the given order, so the scored ones are a prefix plus any cached), else TimeoutError."""
     space, encode = encoder
     q = _unit(encode([query])[0])
     todo = [t for t in dict.fromkeys(statements) if token_cache.get((space, t)) is None]
+    late: set[str] = set()
     for start in range(0, len(todo), ENCODE_BATCH):
         if ends is not None and time.monotonic() >= ends:
-            raise TimeoutError("the rerank allowance is spent")
+            if not partial:
+                raise TimeoutError("the rerank allowance is spent")
+            late = set(todo[start:])
+            break
         batch = todo[start:start + ENCODE_BATCH]
         for text, rows in zip(batch, encode(batch), strict=True):
             token_cache.put((space, text), _unit(rows).astype(np.float16))
-    if ends is not None and time.monotonic() >= ends:
+    if not partial and ends is not None and time.monotonic() >= ends:
         raise TimeoutError("the rerank allowance is spent")
-    out: list[float] = []
+    out: list[Any] = []
     for text in statements:
+        if text in late:
+            out.append(None)
+            continue
         d = token_cache.get((space, text))
         if d is None:  # evicted meanwhile by a concurrent search
             d = _unit(encode([text])[0])
         out.append(float((q @ d.T.astype(np.float32)).max(axis=1).mean())
                    if len(q) and len(d) else 0.0)
     return out
+

@@ -280,3 +280,58 @@ def test_the_request_deadline_scales_a_scope_override_reservation_too():
     assert with_deadline(thorough, 9000).rerank_reserve_ms == 4000
     balanced = with_deadline(BASE_PROFILES["balanced"], 50)
     assert balanced.deadline_ms == 50 and balanced.rerank_reserve_ms == 0
+
+
+def test_maxsim_out_of_time_scores_the_prefix_it_encoded():
+    import time
+
+    import numpy as np
+
+    from retrieval import rerank
+
+    def slow(texts):  # 50 ms per encoder call, one 4-token matrix per text
+        time.sleep(0.05)
+        return [np.eye(4, 8) + len(t) for t in texts]
+
+    rerank.token_cache.clear()
+    statements = [f"statement {'x' * n}" for n in range(6)]
+    encoder = ("slow-test", slow)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rerank, "ENCODE_BATCH", 2)
+        # query at ~50 ms, first batch done at ~100 ms: the second batch starts too late
+        scores = rerank.maxsim(encoder, "q", statements, ends=time.monotonic() + 0.08,
+                               partial=True)
+        assert [s is None for s in scores] == [False, False, True, True, True, True]
+        rerank.token_cache.clear()
+        with pytest.raises(TimeoutError):
+            rerank.maxsim(encoder, "q", statements, ends=time.monotonic() + 0.08)
+    rerank.token_cache.clear()
+
+
+class SlowTokens(PooledOnly):
+    """The shipped encoder whose token embeddings take 80 ms a call."""
+
+    def embed_tokens(self, texts):
+        import time
+
+        time.sleep(0.08)
+        return self.inner.embed_tokens(texts)
+
+
+def test_maxsim_out_of_time_reorders_the_head_it_scored_and_keeps_the_rest(
+        live_server, corpus, settings, monkeypatch):  # noqa: F811
+    from retrieval import embedding, rerank
+
+    w, _ = corpus
+    query = "Who uses an inhaler?"
+    fused = _fused(live_server, w.agent_key, settings, query=query)
+    rerank.token_cache.clear()
+    monkeypatch.setattr(embedding, "_embedder", SlowTokens(embedding.get_embedder()))
+    monkeypatch.setattr(rerank, "ENCODE_BATCH", 1)
+    body = _thorough(live_server, w.agent_key, query=query)  # 300 ms: about 3 statements
+    rerank.token_cache.clear()
+    got = body["rerank"]
+    assert got["status"] == "done" and got["partial"] is True, got
+    assert 2 <= got["head"] < got["of"] == min(len(fused), 40)
+    assert sorted(_ids(body)[:got["head"]]) == sorted(fused[:got["head"]])
+    assert _ids(body)[got["head"]:] == fused[got["head"]:]  # the rest in fused order
