@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--reuse-db", action="store_true")
     ap.add_argument("--db-name", default="rerank")
+    ap.add_argument("--dump", default=None,
+                    help="also pickle the captured lists, heads, MaxSim scores, statement "
+                         "texts and evidence map here (for offline scorer fitting)")
     args = ap.parse_args(argv)
     started = time.monotonic()
     common.bootstrap(args.db_name, keep_db=args.keep_db, reuse_db=args.reuse_db)
@@ -141,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                                                [texts[i] for i in head]), strict=True))
     log(f"MaxSim of {len(captured)} heads in {time.monotonic() - t:.0f}s")
 
+    if args.dump:
+        import pickle
+
+        with open(args.dump, "wb") as fh:
+            pickle.dump({"captured": [(c.conv, c.q, c.lists, c.ids) for c in captured],
+                         "sims": sims, "texts": texts, "prov": prov,
+                         "weights": dict(profile.weights), "rrf_k": profile.rrf_k}, fh)
     Point = tuple[int, float]  # (head, alpha)
 
     def order(k: int, c: rb.Captured, point: Point) -> list[str]:
@@ -173,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return tab.summary()
 
     conv_of = np.asarray([c.conv for c in captured])
-    shipped_point: Point = (profile.rerank_head, math.inf)
+    shipped_point: Point = (profile.maxsim_head or profile.rerank_head, math.inf)
     fused_point: Point = (HEADS[0], 0.0)
     folds, chosen = [], {}
     for conv in convs:
@@ -205,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "rerank_eval", "scorer": "maxsim over the default encoder's tokens",
         "embedder": encoder[0],
         "profile_version": profile.version, "rerank_head": profile.rerank_head,
+        "maxsim_head": profile.maxsim_head,
         "heads": list(HEADS), "questions": len(captured),
         "in_sample": {f"{h}:{a}": round(float(r10[(h, a)].mean()), 4) for h, a in points},
         "fused": table(dict.fromkeys(ids_all, fused_point)),
