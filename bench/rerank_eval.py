@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                     c.conv)
     statuses: dict[str, int] = {}
     for r in reranks:
-        key = f"{r['status']}:{r.get('reranker') or r.get('reason')}"
+        key = (f"{r['status']}:{r.get('reranker') or r.get('reason')}"
+               f"{':partial' if r.get('partial') else ''}")
         statuses[key] = statuses.get(key, 0) + 1
     rerank_ms = [float(r["elapsed_ms"]) for r in reranks if "elapsed_ms" in r]
     payload = {

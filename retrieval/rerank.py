@@ -219,13 +219,16 @@ def maxsim(encoder: tuple[str, Encoder], query: str, statements: list[str],
     """Per statement: the mean over the query's tokens of the best cosine to any of the
     statement's tokens. When `ends` (monotonic) passes between encoder calls: with
     `partial` the statements not encoded by then score None (the encoder takes them in
-    the given order, so the scored ones are a prefix plus any cached), else TimeoutError."""
+    the given order, so the scored ones are a prefix plus any cached; a batch expected
+    to end past `ends`, as long as the one before, is not begun), else TimeoutError."""
     space, encode = encoder
     q = _unit(encode([query])[0])
     todo = [t for t in dict.fromkeys(statements) if token_cache.get((space, t)) is None]
     late: set[str] = set()
+    last = 0.0  # the previous batch's time: a batch that would not end in time is not begun
     for start in range(0, len(todo), ENCODE_BATCH):
-        if ends is not None and time.monotonic() >= ends:
+        began = time.monotonic()
+        if ends is not None and began + (last if partial else 0.0) >= ends:
             if not partial:
                 raise TimeoutError("the rerank allowance is spent")
             late = set(todo[start:])
@@ -233,6 +236,7 @@ def maxsim(encoder: tuple[str, Encoder], query: str, statements: list[str],
         batch = todo[start:start + ENCODE_BATCH]
         for text, rows in zip(batch, encode(batch), strict=True):
             token_cache.put((space, text), _unit(rows).astype(np.float16))
+        last = time.monotonic() - began
     if not partial and ends is not None and time.monotonic() >= ends:
         raise TimeoutError("the rerank allowance is spent")
     out: list[Any] = []
