@@ -12,7 +12,9 @@ embedding before the call returns. Output keys: see bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -51,8 +53,15 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_start = os.getloadavg()
     convs = common.load_locomo(args.dataset, args.limit_conversations)
     common.log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
+    cpu0, pg0 = _process_cpu(), _postgres_cpu()
     account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size,
                                               workers=args.workers)
+    cpu1, pg1 = _process_cpu(), _postgres_cpu()
+    # CPU seconds, unlike wall, barely depend on what else loads the shared machine.
+    stats["python_cpu_seconds"] = round(cpu1 - cpu0, 2)
+    stats["python_cpu_ms_per_message"] = round(1000 * (cpu1 - cpu0) / stats["messages"], 2)
+    if pg0 is not None and pg1 is not None:
+        stats["postgres_cpu_seconds"] = round(pg1 - pg0, 2)
     from django.conf import settings
 
     payload = {
@@ -80,8 +89,41 @@ def main(argv: list[str] | None = None) -> int:
     common.write_json(args.out, payload)
     common.log(f"{stats['messages']} messages in {stats['wall_seconds']}s = "
                f"{stats['messages_per_second']} msgs/s; states {stats['knowledge_by_state']}; "
-               f"python peak RSS {stats['python_peak_rss_mb']} MB -> {args.out}")
+               f"python peak RSS {stats['python_peak_rss_mb']} MB; CPU python "
+               f"{stats['python_cpu_seconds']}s, postgres {stats.get('postgres_cpu_seconds')}s"
+               f" -> {args.out}")
     return 0
+
+
+def _process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _postgres_cpu() -> float | None:
+    """user+sys seconds of this benchmark's PostgreSQL server: the postmaster, its live
+    children, and the children it has reaped (cutime/cstime: backends that closed)."""
+    pid = common._postmaster_pid()
+    if pid is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(p: int) -> list[str]:
+        with open(f"/proc/{p}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+
+    try:
+        fields = stat(pid)  # fields[11:15] = utime stime cutime cstime
+        total = sum(int(x) for x in fields[11:15])
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            children = [int(c) for c in fh.read().split()]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    for child in children:
+        # One that exited in between is counted in the postmaster's cutime next time.
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            total += sum(int(x) for x in stat(child)[11:13])
+    return total / tick
 
 
 def _extractor_name() -> str:

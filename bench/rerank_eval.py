@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return tab.summary()
 
     conv_of = np.asarray([c.conv for c in captured])
-    shipped_point: Point = (profile.maxsim_head or profile.rerank_head, math.inf)
+    shipped_point: Point = (profile.maxsim_head, math.inf)
     fused_point: Point = (HEADS[0], 0.0)
     folds, chosen = [], {}
     for conv in convs:
@@ -215,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                    "search_elapsed_ms": rb.pct(elapsed)},
         "benchmark": "rerank_eval", "scorer": "maxsim over the default encoder's tokens",
         "embedder": encoder[0],
-        "profile_version": profile.version, "rerank_head": profile.rerank_head,
-        "maxsim_head": profile.maxsim_head,
+        "profile_version": profile.version, "maxsim_head": profile.maxsim_head,
         "heads": list(HEADS), "questions": len(captured),
         "in_sample": {f"{h}:{a}": round(float(r10[(h, a)].mean()), 4) for h, a in points},
         "fused": table(dict.fromkeys(ids_all, fused_point)),

@@ -351,12 +351,15 @@ class Captured:
 # and is left at the shipped 0.6. `head` is each strategy's pool (also semantic's
 # ef_search = 2 * head), so every head value is its own search pass; weights and rrf_k are
 # applied offline with retrieval.fusion.fuse to the lists that pass captured.
+# `source_turns` is the weight of semantic's source-turn lane (0: the lane left out).
 CV_GRID: dict[str, tuple[Any, ...]] = {
     "head": (30, 50, 80),
-    "semantic": (1.0, 1.5, 2.0, 2.5, 3.0, 4.0),
+    "semantic": (1.0, 1.5, 2.0, 2.5, 3.0),
     "entity_match": (0.0, 0.3, 0.6, 1.0),
     "rrf_k": (5, 15, 60),
+    "source_turns": (0.0, 0.5, 1.0, 1.5),
 }
+SOURCE_TURNS = "semantic.source_turns"
 
 
 @dataclass(frozen=True)
@@ -365,10 +368,11 @@ class GridPoint:
     semantic: float
     entity_match: float
     rrf_k: int
+    source_turns: float = 0.0
 
     def weights(self, base: dict[str, float]) -> dict[str, float]:
         return {**base, "lexical": 1.0, "semantic": self.semantic,
-                "entity_match": self.entity_match}
+                "entity_match": self.entity_match, SOURCE_TURNS: self.source_turns}
 
     def as_dict(self, base: dict[str, float]) -> dict[str, Any]:
         return {"head": self.head, "rrf_k": self.rrf_k, "weights": self.weights(base)}
@@ -398,7 +402,10 @@ def capture_pass(account_id: Any, convs: list[common.Conversation],
 def refuse(c: Captured, weights: dict[str, float], rrf_k: int, limit: int = 20) -> list[str]:
     from retrieval import fusion
 
-    return [f.id for f in fusion.fuse(c.lists, weights, rrf_k=rrf_k)[:limit]]
+    # A lane weighted 0 is a lane left out (its list does not enter fusion at all).
+    lists = {n: items for n, items in c.lists.items() if "." not in n or weights.get(n)}
+    weights = {n: w for n, w in weights.items() if "." not in n or w}
+    return [f.id for f in fusion.fuse(lists, weights, rrf_k=rrf_k)[:limit]]
 
 
 def choose(points: list[Any], scores: dict[Any, np.ndarray], mask: np.ndarray,
@@ -433,12 +440,13 @@ def cross_validate(account_id: Any, convs: list[common.Conversation],
             log(f"cv: search pass head={head} ({len(passes[head])} searches) in "
                 f"{time.monotonic() - t:.0f}s")
     shipped = GridPoint(base.head, base.weights["semantic"], base.weights["entity_match"],
-                        base.rrf_k)
+                        base.rrf_k, base.weights.get(SOURCE_TURNS, 0.0))
     # Re-fusing the captured lists with the shipped parameters must give the engine's order.
     same = sum(refuse(c, dict(base.weights), base.rrf_k) == c.ids for c in shipped_pass)
 
-    points = [GridPoint(h, s, e, k) for h in CV_GRID["head"] for s in CV_GRID["semantic"]
-              for e in CV_GRID["entity_match"] for k in CV_GRID["rrf_k"]]
+    points = [GridPoint(h, s, e, k, t) for h in CV_GRID["head"] for s in CV_GRID["semantic"]
+              for e in CV_GRID["entity_match"] for k in CV_GRID["rrf_k"]
+              for t in CV_GRID["source_turns"]]
     if shipped not in points:
         points.insert(0, shipped)
     conv_of = np.asarray([c.conv for c in shipped_pass])
@@ -487,6 +495,12 @@ def cross_validate(account_id: Any, convs: list[common.Conversation],
             f"{folds[-1]['shipped_held_out_recall_at_10']})")
     everything = np.ones(len(conv_of), dtype=bool)
     in_best = best(everything)
+    # The same procedure without the source-turn lane, to say what the lane adds.
+    no_lane = [p for p in points if not p.source_turns]
+    shipped_no_lane = replace(shipped, source_turns=0.0)
+    chosen_no_lane = {held: choose(no_lane, r10, conv_of != held, shipped_no_lane)
+                      for held in ids}
+    in_best_no_lane = choose(no_lane, r10, everything, shipped_no_lane)
     top = sorted(points, key=lambda p: -float(r10[p].mean()))[:10]
     return {
         "method": "leave-one-conversation-out; per fold the grid point with the best mean "
@@ -504,6 +518,10 @@ def cross_validate(account_id: Any, convs: list[common.Conversation],
         "in_sample_optimum": {**in_best.as_dict(dict(base.weights)),
                               **table_for(dict.fromkeys(ids, in_best)).summary()},
         "cross_validated": table_for(chosen).summary(),
+        "without_source_turns": {
+            "in_sample_optimum": {**in_best_no_lane.as_dict(dict(base.weights)),
+                                  **table_for(dict.fromkeys(ids, in_best_no_lane)).summary()},
+            "cross_validated": table_for(chosen_no_lane).summary()},
         "folds": folds,
         "top_points_in_sample": [{**p.as_dict(dict(base.weights)),
                                   "recall_at_10": round(float(r10[p].mean()), 4)}
@@ -874,6 +892,11 @@ class Scale:
         t = time.monotonic()
         with connection.cursor() as cur:
             cur.execute(f"DROP INDEX IF EXISTS {self.index}")
+        # space_ensure creates a space's index once per process: forget it, so the call
+        # after the load builds it again (without this the scale part found no index).
+        from retrieval import vectors
+
+        vectors._indexed_spaces.discard((connection.settings_dict["NAME"], self.space.id))
         for account_id, scope_id in self.accounts:
             n = want[account_id] - self.have[account_id]
             if n > 0:
@@ -1249,9 +1272,16 @@ def main(argv: list[str] | None = None) -> int:
         convs = common.load_locomo(args.dataset, args.limit_conversations)
         payload["conversations"] = [c.sample_id for c in convs]
         log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
-        account_id, ingest_stats = common.ingest_locomo(convs, batch_size=args.batch_size)
-        payload["ingest"] = ingest_stats
-        if not args.no_entity_rebuild:
+        # --reuse-db: the LoCoMo Account an earlier --keep-db run ingested, as it is.
+        reused = common.attach_locomo(convs) if args.reuse_db else None
+        if reused is not None:
+            account_id = reused
+            payload["ingest"] = {"reused": True}
+            log("LoCoMo: reusing the ingested Account")
+        else:
+            account_id, ingest_stats = common.ingest_locomo(convs, batch_size=args.batch_size)
+            payload["ingest"] = ingest_stats
+        if reused is None and not args.no_entity_rebuild:
             payload["ingest"]["entity_rebuild"] = common.rebuild_entity_index(account_id)
             log(f"entity index: {payload['ingest']['entity_rebuild']}")
         qs, skipped = {}, {"category_5": 0, "no_evidence": 0}
@@ -1300,7 +1330,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"cv: balanced recall@10 shipped {cv['shipped']['recall_at_10']['overall']}, "
                 f"in-sample optimum {cv['in_sample_optimum']['recall_at_10']['overall']}, "
                 f"cross-validated {cv['cross_validated']['recall_at_10']['overall']} "
-                f"(re-fusion matches engine {cv['refusion_matches_engine']})")
+                f"(without the source-turn lane "
+                f"{cv['without_source_turns']['cross_validated']['recall_at_10']['overall']}; "
+                f"re-fusion matches engine {cv['refusion_matches_engine']})")
             write()
     if not args.skip_scale:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

@@ -68,7 +68,7 @@ RETRIEVAL: dict[str, Any] = {
                             "reason_class": "applicability"}],
     "disagreement": {"pairwise_top_k_overlap": {"lexical|semantic": 0.4},
                      "mean_overlap": 0.4, "query_dependent_empty": False},
-    "reader_posture": "peer", "profile": "balanced", "profile_version": "balanced-v2",
+    "reader_posture": "peer", "profile": "balanced", "profile_version": "balanced-v3",
     "analyzer_version": "lexical-question-v2", "deadline_ms": 300, "reserved_rerank_ms": 0,
     "rerank": {"status": "not_requested"}, "elapsed_ms": 41.2,
     "page": {"limit": 10, "offset": 0, "next_offset": None},

@@ -7,7 +7,8 @@
    backend query is cancelled too), dropped and reported; failures likewise.
 3. relation_expand (when the profile has it) expands the head of the interleaved seed
    lists within the remaining time.
-4. Disagreement is computed on the raw lists, then score-aware fusion orders them.
+4. Disagreement is computed on the strategies' raw lists, then score-aware fusion
+   orders them with their lanes' lists (semantic.source_turns, each its own weight).
 5. Rerank (profiles with `rerank`): the configured generation provider reorders the
    fused head within the reserved allowance, or without one MaxSim over the encoder's
    token embeddings does (retrieval.rerank).
@@ -244,6 +245,10 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     now = timezone.now()
     configured = tuple(strategies or profile.strategies)
     weights = {s: profile.weights.get(s, 1.0) for s in configured}
+    # Lanes of a configured strategy (e.g. semantic.source_turns) fuse as lists of their
+    # own under the profile's weight for them.
+    weights.update({lane: w for lane, w in profile.weights.items()
+                    if "." in lane and lane.split(".", 1)[0] in configured and w > 0})
     lex = analyze(query)
     scope_ids = scope_chain(scope).ids
     head = max(profile.head, limit + offset)
@@ -257,6 +262,7 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         # The query is embedded inside the semantic strategy's own thread, so lexical and
         # the others do not wait for the model, and a slow embedding costs only semantic.
         options={"lanes": profile.lanes, "blank_fallback": blank_fallback,
+                 "source_turns": semantic.SOURCE_TURNS in weights,
                  "vectorize": lambda: _space_and_vector(reader, query)})
     jobs = {s: (FIRST_STAGE[s], base) for s in runnable
             if s in FIRST_STAGE and s not in dropped}
@@ -281,7 +287,12 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
             outcomes.append({"strategy": name, "outcome": "candidate_filter",
                              "reason_class": "authorization_filtered"})
     disagreement = fusion.disagreement(lists, query_dependent=set(QUERY_DEPENDENT))
-    fused = fusion.fuse({n: c for n, c in lists.items()}, weights, rrf_k=profile.rrf_k)
+    fused_lists = dict(lists)  # the strategies' lists and their lanes' (not strategies)
+    for r in done.values():
+        if r.applicable:
+            fused_lists.update({lane: c for lane, c in r.extra_lists.items()
+                                if lane in weights})
+    fused = fusion.fuse(fused_lists, weights, rrf_k=profile.rrf_k)
     rerank: dict[str, Any] = {"status": "not_requested"}
     read_ids = _with_linked_scopes(reader, scope_ids, done)
     if short_allowance:
@@ -312,7 +323,7 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         elapsed_ms=round(elapsed, 2),
         page={"limit": limit, "offset": offset,
               "next_offset": offset + limit if len(fused) > offset + limit else None},
-        lists=lists,
+        lists=fused_lists,
     )
 
 

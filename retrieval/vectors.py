@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Message
@@ -62,58 +63,59 @@ def space_ensure(identity: Any) -> EmbeddingSpace:
 
 def embed_knowledge(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
                     *, embedder: Any = None) -> int:
-    """Read statements, embed them with no transaction open, write the vectors."""
-    from retrieval.embedding import get_embedder
-
-    embedder = embedder or get_embedder()
-    with account_context(account_id):
-        rows = list(Knowledge.objects.filter(id__in=list(knowledge_ids),
-                                             state__in=EMBEDDABLE_STATES)
-                    .values_list("id", "statement"))
-    if not rows:
-        return 0
-    vectors = embedder.embed_documents([text for _, text in rows])
-    with account_context(account_id):
-        space = space_ensure(embedder.identity)
-        existing = set(KnowledgeVector.objects.filter(
-            space=space, knowledge_id__in=[i for i, _ in rows]).values_list("knowledge_id",
-                                                                          flat=True))
-        KnowledgeVector.objects.bulk_create([
-            KnowledgeVector(account_id=account_id, knowledge_id=kid, space=space, embedding=vec)
-            for (kid, _), vec in zip(rows, vectors, strict=True) if kid not in existing
-        ])
-    # The minimal profile's recall projection is copied from the vectors just written.
-    recall.refresh(account_id, [kid for kid, _ in rows])
-    return len(rows) - len(existing)
+    """Vectors for the embeddable statements among `knowledge_ids` that have none in the
+    embedder's space yet; returns how many were written."""
+    written = _embed_missing(
+        account_id, knowledge_ids, embedder=embedder,
+        sources=Knowledge.objects.filter(state__in=EMBEDDABLE_STATES), text="statement",
+        vector_model=KnowledgeVector, owner="knowledge")
+    # The minimal profile's recall projection is copied from the vectors (again, on a
+    # redelivery: it also drops copies of rows no longer recallable).
+    recall.refresh(account_id, list(knowledge_ids))
+    return written
 
 
 def embed_messages(account_id: uuid.UUID | str, message_ids: Sequence[str],
                    *, embedder: Any = None) -> int:
     """Source messages' vectors for ask's source recall lane (the same embedder and
-    spaces as statements); embedded with no transaction open."""
+    spaces as statements), for those with none in the space yet; returns how many."""
+    return _embed_missing(account_id, message_ids, embedder=embedder,
+                          sources=Message.objects.all(), text="text",
+                          vector_model=MessageVector, owner="message")
+
+
+def _embed_missing(account_id: uuid.UUID | str, ids: Sequence[str], *, embedder: Any,
+                   sources: Any, text: str, vector_model: Any, owner: str) -> int:
+    """Read -> embed -> write for one vector table: read the texts of the rows without a
+    vector in the space (a redelivery or a reembed embeds nothing twice), embed them with
+    no transaction open, then write those whose row still exists and still has no vector
+    (an erasure or another worker may have come in between)."""
     from retrieval.embedding import get_embedder
 
-    embedder = embedder or get_embedder()
-    with account_context(account_id):
-        rows = list(Message.objects.filter(id__in=list(message_ids))
-                    .values_list("id", "text"))
-    if not rows:
+    ids = list(ids)
+    if not ids:
         return 0
-    vectors = embedder.embed_documents([text for _, text in rows])
+    embedder = embedder or get_embedder()
+
+    def missing(space: EmbeddingSpace) -> Any:
+        has_vector = vector_model.objects.filter(**{owner: OuterRef("pk")}, space=space)
+        return sources.filter(id__in=ids).exclude(Exists(has_vector))
+
     with account_context(account_id):
         space = space_ensure(embedder.identity)
-        existing = set(MessageVector.objects.filter(
-            space=space, message_id__in=[i for i, _ in rows]).values_list("message_id",
-                                                                        flat=True))
-        # A message erased while it was being embedded has no row left to point at.
-        alive = set(Message.objects.filter(id__in=[i for i, _ in rows])
+        rows = list(missing(space).values_list("id", text))
+    if not rows:
+        return 0
+    vectors = embedder.embed_documents([row_text for _, row_text in rows])
+    with account_context(account_id):
+        still = set(missing(space).filter(id__in=[i for i, _ in rows])
                     .values_list("id", flat=True))
-        MessageVector.objects.bulk_create([
-            MessageVector(account_id=account_id, message_id=mid, space=space, embedding=vec)
-            for (mid, _), vec in zip(rows, vectors, strict=True)
-            if mid not in existing and mid in alive
+        created = vector_model.objects.bulk_create([
+            vector_model(account_id=account_id, space=space, embedding=vec,
+                         **{f"{owner}_id": row_id})
+            for (row_id, _), vec in zip(rows, vectors, strict=True) if row_id in still
         ], ignore_conflicts=True)
-    return len([m for m, _ in rows if m not in existing and m in alive])
+    return len(created)
 
 
 @transaction.atomic

@@ -32,8 +32,9 @@ def normalised(statement: str) -> str:
     return " ".join(statement.lower().split()).rstrip(".!")
 
 
-# Must match normalised() and the expression of the knowledge_duplicate_lookup index.
-_NORMALISED_SQL = "rtrim(regexp_replace(lower(btrim(statement)), '\\s+', ' ', 'g'), '.!')"
+# normalised() in SQL: must match it and the expression of the knowledge_duplicate_lookup
+# index (public: the batch placer reads its duplicate index with it).
+NORMALISED_SQL = "rtrim(regexp_replace(lower(btrim(statement)), '\\s+', ' ', 'g'), '.!')"
 
 
 def find_duplicate(item: Knowledge) -> Knowledge | None:
@@ -42,7 +43,7 @@ def find_duplicate(item: Knowledge) -> Knowledge | None:
                                            subject_peer_id=item.subject_peer_id,
                                            state__in=_CURRENT)
                   .exclude(pk=item.pk)
-                  .extra(where=[f"{_NORMALISED_SQL} = %s"], params=[normalised(item.statement)]))
+                  .extra(where=[f"{NORMALISED_SQL} = %s"], params=[normalised(item.statement)]))
     return candidates.order_by("inserted_at").first()
 
 

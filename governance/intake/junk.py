@@ -20,6 +20,7 @@ logging team" or "my cron job backs up my photos" stay facts about a person.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -259,6 +260,22 @@ def machine_output(text: str, *, as_said: bool = True) -> bool:
     """True when `text` is output of a program rather than something a person said.
     `as_said`: `text` is the speaker's own words (pronouns intact), not a statement
     rewritten in the third person, so a missing person word means something."""
+    # Pure in its text: a message with several claims runs the ~25 patterns once (a
+    # bounded cache of short texts; a long paste is simply re-read).
+    if len(text) <= _CACHED_CHARS:
+        return _machine_output_cached(text, as_said)
+    return _machine_output(text, as_said)
+
+
+_CACHED_CHARS = 2000
+
+
+@functools.lru_cache(maxsize=1024)
+def _machine_output_cached(text: str, as_said: bool) -> bool:
+    return _machine_output(text, as_said)
+
+
+def _machine_output(text: str, as_said: bool) -> bool:
     if not text or not text.strip():
         return False
     if (_STACK_TRACE.search(text) or _LOG_LINE.search(text) or _is_json_payload(text)

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from governance import belief_time
-from governance.intake.gates import _NORMALISED_SQL, PIPELINE, gate_a, gate_b, normalised
+from governance.intake.gates import NORMALISED_SQL, PIPELINE, gate_a, gate_b, normalised
 from governance.intake.supersession import settle_update
 from knowledge import audit, lifecycle
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
@@ -404,13 +404,13 @@ class BatchPlacer:
         index: dict[tuple[Any, Any, str], list[Knowledge]] = {}
         for row in (Knowledge.objects.filter(account_id=self.account_id, scope_id__in=scopes,
                                              state__in=sorted(lifecycle.CURRENT))
-                    .extra(select={"norm": _NORMALISED_SQL},
-                           where=[f"{_NORMALISED_SQL} = ANY(%s)"], params=[texts])
+                    .extra(select={"norm": NORMALISED_SQL},
+                           where=[f"{NORMALISED_SQL} = ANY(%s)"], params=[texts])
                     .order_by("inserted_at")):
             index.setdefault((row.scope_id, row.subject_peer_id, row.norm), []).append(row)
         if not self._norm:
             self._norm = dict(Knowledge.objects.filter(pk__in=[i.pk for i in self.items])
-                              .extra(select={"norm": _NORMALISED_SQL})
+                              .extra(select={"norm": NORMALISED_SQL})
                               .values_list("pk", "norm"))
         return index
 

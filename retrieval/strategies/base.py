@@ -43,6 +43,9 @@ class StrategyResult:
     applicable: bool = True
     reason: str | None = None  # why not applicable, e.g. "applicability"
     details: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-candidate extras
+    # A strategy's further ranked lists, fused beside its own under their own profile
+    # weight (e.g. semantic's "semantic.source_turns"); dropped with the strategy.
+    extra_lists: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     # Content-free flags the engine turns into retrieval_outcomes (e.g. lexical terms
     # matched active rows that the reader may not see).
     flags: set[str] = field(default_factory=set)

@@ -5,6 +5,16 @@ visibility filters sit inside the query; pgvector's iterative index scan keeps r
 the index until `limit` visible rows are found. An Account whose vectors all lie in
 another space (the embedder changed, `manage.py reembed` not run yet) gets no silent
 empty list: the strategy is not applicable with reason `needs_reembed`.
+
+With `options["source_turns"]` (balanced) semantic also returns a second list, the
+source-turn lane (SOURCE_TURNS): statements ranked by how close their *source message*
+is to the query, where a message also inherits the similarity of the turn just before it
+in its session. Extraction splits a turn into statements and drops what the turn only
+answers: "I went to Woodhaven" answers "Where did you go for your research trip?", and
+neither its statement nor its own text says "research trip", but the question turn
+before it does. Fusion weighs the lane as its own list (`semantic.source_turns` in the
+profile's weights); blended into the statement list it gains less than half as much
+(bench/README.md, LoCoMo dev, cross-validated).
 """
 
 from __future__ import annotations
@@ -14,10 +24,12 @@ from dataclasses import replace
 
 from django.db import connection
 
+from retrieval.lineage import visible_messages
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_ids_sql
 
 NAME = "semantic"
+SOURCE_TURNS = "semantic.source_turns"
 # Extractors of derived memory: the minimal profile's second lane (retrieval.recall).
 DERIVED_EXTRACTORS = ("deduction", "consolidation")
 
@@ -50,6 +62,43 @@ def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[st
     rows = fetch(sql, [vector, str(ctx.reader.account_id), str(ctx.space_id), lane,
                        *visible_params, limit])
     return sorted(((kid, float(d)) for kid, d in rows), key=lambda r: (r[1], r[0]))
+
+
+def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
+    """The source-turn lane: the `limit` nearest visible messages, each also lending its
+    similarity to the next visible message of its session (arrival order), best `limit`
+    of those by max(own, lent) similarity; then their statements the reader may see,
+    each scored by its best source message. Messages are exactly the reader's
+    `lineage.visible_messages`, statements the visibility filter every strategy uses,
+    so nothing hidden is reached or ranks anything."""
+    dims = len(ctx.query_vector or ())
+    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    msg_sql, msg_params = (visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
+                           .values("id").query.sql_with_params())
+    hits = fetch(f"SELECT mv.message_id, 1 - ((mv.embedding::vector({dims})) <=> "
+                 f"%s::vector({dims})) AS sim FROM memhouse_message_vector mv "
+                 f"WHERE mv.space_id = %s AND mv.message_id IN ({msg_sql}) "
+                 f"ORDER BY (mv.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                 [vector, str(ctx.space_id), *msg_params, vector, limit])
+    if not hits:
+        return []
+    visible_sql, visible_params = visible_ids_sql(ctx)
+    rows = fetch(
+        f"WITH hit(id, sim) AS (SELECT * FROM unnest(%s::uuid[], %s::float8[])), "
+        f"lent AS (SELECT n.id, h.sim FROM hit h JOIN memhouse_message m ON m.id = h.id "
+        f"CROSS JOIN LATERAL (SELECT v.id FROM memhouse_message v "
+        f"WHERE v.session_id = m.session_id AND (v.occurred_at, v.inserted_at, v.id) > "
+        f"(m.occurred_at, m.inserted_at, m.id) AND v.id IN ({msg_sql}) "
+        f"ORDER BY v.occurred_at, v.inserted_at, v.id LIMIT 1) n), "
+        f"best AS (SELECT id, max(sim) AS sim FROM (SELECT * FROM hit UNION ALL "
+        f"SELECT * FROM lent) s GROUP BY id ORDER BY sim DESC, id LIMIT %s) "
+        f"SELECT ks.knowledge_id::text, max(b.sim) AS sim FROM best b "
+        f"JOIN memhouse_knowledge_source ks ON ks.message_id = b.id "
+        f"WHERE ks.knowledge_id IN ({visible_sql}) "
+        f"GROUP BY ks.knowledge_id ORDER BY sim DESC, ks.knowledge_id LIMIT %s",
+        [[h[0] for h in hits], [float(h[1]) for h in hits], *msg_params, limit,
+         *visible_params, limit])
+    return [(kid, float(sim)) for kid, sim in rows]
 
 
 def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:
@@ -108,4 +157,6 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
     for kid, distance in _search(ctx, ctx.limit):
         result.candidates.append((kid, 1.0 - distance))
         result.details[kid] = {"cosine_distance": round(distance, 6)}
+    if ctx.options.get("source_turns"):
+        result.extra_lists[SOURCE_TURNS] = _source_turns(ctx, ctx.limit)
     return result, ctx.space_id

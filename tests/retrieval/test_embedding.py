@@ -206,6 +206,29 @@ def test_batching_does_not_change_vectors(embedder: OnnxEmbedder) -> None:
     assert cosine(together[3], one_by_one[0]) < 0.9  # not merely the same vector everywhere
 
 
+def test_a_repeated_text_is_embedded_once_and_answered_in_place(embedder: OnnxEmbedder) -> None:
+    seen: list[int] = []
+    run = embedder._run
+
+    def counting(encodings: list[Any]) -> Any:
+        seen.append(len(encodings))
+        return run(encodings)
+
+    embedder._run = counting  # type: ignore[method-assign]
+    try:
+        out = embedder.embed_documents([SENTENCE, UNRELATED, SENTENCE, SENTENCE])
+    finally:
+        del embedder._run
+    assert sum(seen) == 2
+    assert out[0] == out[2] == out[3] and out[0] is not out[2]
+    assert cosine(out[0], out[1]) < 0.9
+    # Many texts of mixed lengths: batches by token length give each text's own vector.
+    texts = [f"{SENTENCE} " * (1 + i % 7) + str(i) for i in range(40)]
+    for a, b in zip(embedder.embed_documents(texts),
+                    [embedder.embed_documents([t])[0] for t in texts], strict=True):
+        assert cosine(a, b) >= 0.9999
+
+
 def test_empty_input_and_bad_arguments(embedder: OnnxEmbedder) -> None:
     assert embedder.embed_documents([]) == []
     with pytest.raises(TypeError):

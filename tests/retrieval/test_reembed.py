@@ -103,3 +103,47 @@ def test_an_account_with_no_vectors_at_all_is_not_told_to_reembed(committed_worl
     # Nothing embedded anywhere (a new deployment): semantic is empty, not "needs_reembed".
     res = _semantic_search(committed_world, "Who plays the oboe?")
     assert res.strategies["empty"] == ["semantic"] and res.retrieval_outcomes == []
+
+
+class _CountingEmbedder:
+    """The real embedder, recording which texts it was asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = get_embedder()
+        self.texts: list[str] = []
+
+    @property
+    def identity(self):  # type: ignore[no-untyped-def]
+        return self.inner.identity
+
+    def embed_documents(self, texts, batch_size=64):  # type: ignore[no-untyped-def]
+        self.texts.extend(texts)
+        return self.inner.embed_documents(texts, batch_size)
+
+
+def test_a_redelivered_embedding_embeds_only_rows_without_a_vector(committed_world):
+    from django.utils import timezone
+
+    from knowledge.models import Message
+    from retrieval.vectors import embed_knowledge, embed_messages
+
+    w = committed_world
+    with account_context(w.account.id):
+        items = [KnowledgeFactory(world=w, statement=s) for s in
+                 ("Alice plays the oboe.", "Alice lives in Lyon.")]
+        for item in items:
+            transition(item, "active", actor="system:test", reason="f4_gate_a_b_accepted")
+        msgs = [Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
+                                       text=t, occurred_at=timezone.now())
+                for t in ("I play the oboe.", "I live in Lyon.")]
+    ids = [str(i.id) for i in items]
+    embedder = _CountingEmbedder()
+    assert embed_knowledge(w.account.id, ids[:1], embedder=embedder) == 1
+    assert embed_knowledge(w.account.id, ids, embedder=embedder) == 1  # a redelivery
+    assert embed_knowledge(w.account.id, ids, embedder=embedder) == 0
+    assert embedder.texts == ["Alice plays the oboe.", "Alice lives in Lyon."]
+    assert embed_messages(w.account.id, [str(m.id) for m in msgs], embedder=embedder) == 2
+    assert embed_messages(w.account.id, [str(m.id) for m in msgs], embedder=embedder) == 0
+    assert embedder.texts[2:] == ["I play the oboe.", "I live in Lyon."]
+    with account_context(w.account.id):
+        assert KnowledgeVector.objects.filter(knowledge_id__in=ids).count() == 2

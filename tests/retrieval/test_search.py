@@ -82,7 +82,7 @@ def test_search_answers_a_question_with_the_full_diagnostics(live_server, corpus
     body = r.json()
     assert _ids(r)[0] == ids["support"]
     assert body["reader_posture"] == "peer" and body["profile"] == "balanced"
-    assert body["profile_version"] == "balanced-v2"
+    assert body["profile_version"] == "balanced-v3"
     assert body["analyzer_version"] == "lexical-question-v2"
     assert body["deadline_ms"] == 300 and body["reserved_rerank_ms"] == 0
     assert {"semantic", "lexical"} <= set(body["strategies"]["contributed"])
@@ -164,7 +164,7 @@ def test_thorough_reserves_rerank_and_reranks_model_free(live_server, corpus):
     w, _ = corpus  # no generation provider configured (tests/retrieval/test_rerank.py has one)
     body = _search(live_server, w.agent_key, query="Alice hiking", peer_key="alice",
                    profile="thorough", profile_defaults=True).json()
-    assert body["profile"] == "thorough" and body["reserved_rerank_ms"] == 300
+    assert body["profile"] == "thorough" and body["reserved_rerank_ms"] == 500
     assert body["rerank"]["status"] == "done" and body["rerank"]["reranker"] == "maxsim"
     assert body["deadline_ms"] == 1500
     names = (set(body["strategies"]["contributed"]) | set(body["strategies"]["empty"])
