@@ -3,8 +3,8 @@
     .venv/bin/python bench/rerank_eval.py ... --dump DUMP.pkl      # capture once
     .venv/bin/python bench/rerank_fit.py --dump DUMP.pkl --out bench/results/X.json
 
-Per question the first `--head` fused candidates get `cross_features`
-(below: fused rank, MaxSim, each strategy's reciprocal rank, semantic score,
+Per question the first `--head` fused candidates get `retrieval.rerank.cross_features`
+( fused rank, MaxSim, each strategy's reciprocal rank, semantic score,
 question-term coverage, length); a logistic regression (label: the candidate stands for an evidence
 turn) is fitted on four conversations and orders the head of the fifth
 (leave-one-conversation-out); the fit on all five gives the shipped constants.
@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,50 +27,6 @@ import numpy as np  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from bench import retrieval as rb  # noqa: E402
-
-# Per head candidate: its standing in the fused order and in each strategy's own list,
-# its MaxSim, and how much of the question's wording it carries.
-FEATURE_STRATEGIES = ("semantic", "lexical", "entity_match", "relation_expand", "temporal",
-                      "salience_recency")
-FEATURE_NAMES = ("fused_log_rank", "maxsim_z", "maxsim",
-                 *(f"{s}_rr" for s in FEATURE_STRATEGIES), "semantic_score", "term_coverage",
-                 "log_words")
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _terms(text: str) -> set[str]:
-    from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS
-
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w
-            for w in _WORD.findall(text.lower()) if w not in POSTGRES_ENGLISH_STOPWORDS}
-
-
-def cross_features(query: str, head: Sequence[str], texts: dict[str, str],
-                   lists: dict[str, list[tuple[str, float]]], sims: Sequence[float]
-                   ) -> np.ndarray:
-    """One row per id of `head` (fused order), columns FEATURE_NAMES."""
-    n = len(head)
-    out = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float64)
-    sim = np.asarray(sims, dtype=np.float64)
-    sd = float(sim.std()) if n else 0.0
-    out[:, 0] = -np.log1p(np.arange(n))
-    out[:, 1] = (sim - sim.mean()) / sd if sd > 0 else 0.0
-    out[:, 2] = sim
-    ranks = {s: {cid: r for r, (cid, _) in enumerate(lists.get(s) or [])}
-             for s in FEATURE_STRATEGIES}
-    semantic = dict(lists.get("semantic") or [])
-    q_terms = _terms(query)
-    for i, cid in enumerate(head):
-        for j, s in enumerate(FEATURE_STRATEGIES):
-            r = ranks[s].get(cid)
-            out[i, 3 + j] = 1.0 / (1.0 + r) if r is not None else 0.0
-        out[i, 3 + len(FEATURE_STRATEGIES)] = float(semantic.get(cid, 0.0))
-        words = _terms(texts.get(cid, ""))
-        out[i, 4 + len(FEATURE_STRATEGIES)] = (len(q_terms & words) / len(q_terms)
-                                                if q_terms else 0.0)
-        out[i, 5 + len(FEATURE_STRATEGIES)] = np.log1p(len(_WORD.findall(
-            texts.get(cid, "").lower())))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memhouse.settings")
     django.setup()  # no database is opened: the dump holds everything
+    from retrieval.rerank import FEATURE_NAMES, cross_features
     with open(args.dump, "rb") as fh:
         d = pickle.load(fh)
     prov, texts = d["prov"], d["texts"]

@@ -304,7 +304,7 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         fused, rerank = reranker.rerank(reader=reader, scope_ids=read_ids, now=now,
                                         query=query, fused=fused, head=profile.rerank_head,
                                         maxsim_head=profile.maxsim_head,
-                                        allowance_ms=reserved)
+                                        allowance_ms=reserved, lists=fused_lists)
     page_items = fused[offset: offset + limit]
     candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
     elapsed = (time.monotonic() - started) * 1000

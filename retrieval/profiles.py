@@ -59,9 +59,13 @@ BASE_PROFILES: dict[str, Profile] = {
         # v3: the model-free rerank (MaxSim) reads the first 40 fused candidates, not 20:
         # LoCoMo dev recall@10 0.686 -> 0.700, the depth chosen by leave-one-conversation-
         # out over 20-60 (flat from 40 on; bench/rerank_eval.py). A model still sees 20.
-        Profile("thorough", "thorough-v3", ALL_STRATEGIES,
+        # v4: semantic's source-turn lane fused as its own list, as in balanced-v3 (same
+        # weight), and the model-free rerank orders the head of 40 by a linear second
+        # stage over MaxSim and the strategies' ranks (retrieval.rerank.CROSS_WEIGHTS):
+        # LoCoMo dev recall@10 0.712 fused -> 0.722 cross-validated (bench/README.md).
+        Profile("thorough", "thorough-v4", ALL_STRATEGIES,
                 {"semantic": 2.0, "lexical": 1.0, "temporal": 0.6, "salience_recency": 0.3,
-                 "entity_match": 0.6, "relation_expand": 0.4},
+                 "entity_match": 0.6, "relation_expand": 0.4, "semantic.source_turns": 1.0},
                 rerank=True, deadline_ms=1500, rerank_reserve_ms=500, maxsim_head=40,
                 head=80),
         Profile("minimal", "minimal-v1", ("semantic", "lexical"),
