@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--reuse-db", action="store_true")
     ap.add_argument("--db-name", default="rerank")
+    ap.add_argument("--dump", default=None,
+                    help="also pickle the captured lists, heads, MaxSim scores, statement "
+                         "texts and evidence map here (for offline scorer fitting)")
     args = ap.parse_args(argv)
     started = time.monotonic()
     common.bootstrap(args.db_name, keep_db=args.keep_db, reuse_db=args.reuse_db)
@@ -141,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                                                [texts[i] for i in head]), strict=True))
     log(f"MaxSim of {len(captured)} heads in {time.monotonic() - t:.0f}s")
 
+    if args.dump:
+        import pickle
+
+        with open(args.dump, "wb") as fh:
+            pickle.dump({"captured": [(c.conv, c.q, c.lists, c.ids) for c in captured],
+                         "sims": sims, "texts": texts, "prov": prov,
+                         "weights": dict(profile.weights), "rrf_k": profile.rrf_k}, fh)
     Point = tuple[int, float]  # (head, alpha)
 
     def order(k: int, c: rb.Captured, point: Point) -> list[str]:
@@ -195,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                     c.conv)
     statuses: dict[str, int] = {}
     for r in reranks:
-        key = f"{r['status']}:{r.get('reranker') or r.get('reason')}"
+        key = (f"{r['status']}:{r.get('reranker') or r.get('reason')}"
+               f"{':partial' if r.get('partial') else ''}")
         statuses[key] = statuses.get(key, 0) + 1
     rerank_ms = [float(r["elapsed_ms"]) for r in reranks if "elapsed_ms" in r]
     payload = {

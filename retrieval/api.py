@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,7 +14,7 @@ from memhouse.fields import AwareDateTimeField
 from memhouse.principal import principal_of
 from retrieval import engine
 from retrieval.metrics import record_search
-from retrieval.profiles import resolve_profile
+from retrieval.profiles import resolve_profile, with_deadline
 from retrieval.stable_profile import stable_profile
 
 
@@ -49,7 +47,7 @@ class SearchApi(APIView):
         scope = scope_for_read(reader=reader, path=v["scope"])
         profile = resolve_profile(requested=v.get("profile"), scope=scope, default="balanced")
         if v.get("deadline_ms"):
-            profile = replace(profile, deadline_ms=v["deadline_ms"])
+            profile = with_deadline(profile, v["deadline_ms"])
         result = engine.search(reader=reader, scope=scope, query=v["query"], profile=profile,
                                limit=v["limit"], offset=v["offset"], as_of=v.get("as_of"))
         body = result.as_dict()

@@ -236,6 +236,11 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     started = time.monotonic()
     query = for_the_reader(reader, query)
     reserved = profile.rerank_reserve_ms if profile.rerank else 0
+    # An allowance too short for any reranker (a request's short deadline shrinks it,
+    # profiles.with_deadline) is not reserved: the strategies keep the whole deadline.
+    short_allowance = profile.rerank and reserved < reranker.MIN_ALLOWANCE_MS
+    if short_allowance:
+        reserved = 0
     deadline = started + max(1, profile.deadline_ms - reserved) / 1000.0
     now = timezone.now()
     configured = tuple(strategies or profile.strategies)
@@ -290,14 +295,16 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     fused = fusion.fuse(fused_lists, weights, rrf_k=profile.rrf_k)
     rerank: dict[str, Any] = {"status": "not_requested"}
     read_ids = _with_linked_scopes(reader, scope_ids, done)
-    if profile.rerank and rerank_gate is not None and not rerank_gate(lists):
+    if short_allowance:
+        rerank = {"status": "skipped", "reason": "deadline"}
+    elif profile.rerank and rerank_gate is not None and not rerank_gate(lists):
         rerank = {"status": "skipped", "reason": "no_relevant_evidence"}
     elif profile.rerank:
         # The head is reranked whatever the page, so pages continue the same order.
         fused, rerank = reranker.rerank(reader=reader, scope_ids=read_ids, now=now,
                                         query=query, fused=fused, head=profile.rerank_head,
                                         maxsim_head=profile.maxsim_head,
-                                        allowance_ms=reserved)
+                                        allowance_ms=reserved, lists=fused_lists)
     page_items = fused[offset: offset + limit]
     candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
     elapsed = (time.monotonic() - started) * 1000

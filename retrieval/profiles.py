@@ -59,9 +59,13 @@ BASE_PROFILES: dict[str, Profile] = {
         # v3: the model-free rerank (MaxSim) reads the first 40 fused candidates, not 20:
         # LoCoMo dev recall@10 0.686 -> 0.700, the depth chosen by leave-one-conversation-
         # out over 20-60 (flat from 40 on; bench/rerank_eval.py). A model still sees 20.
-        Profile("thorough", "thorough-v3", ALL_STRATEGIES,
+        # v4: semantic's source-turn lane fused as its own list, as in balanced-v3 (same
+        # weight), and the model-free rerank orders the head of 40 by a linear second
+        # stage over MaxSim and the strategies' ranks (retrieval.rerank.CROSS_WEIGHTS):
+        # LoCoMo dev recall@10 0.712 fused -> 0.722 cross-validated (bench/README.md).
+        Profile("thorough", "thorough-v4", ALL_STRATEGIES,
                 {"semantic": 2.0, "lexical": 1.0, "temporal": 0.6, "salience_recency": 0.3,
-                 "entity_match": 0.6, "relation_expand": 0.4},
+                 "entity_match": 0.6, "relation_expand": 0.4, "semantic.source_turns": 1.0},
                 rerank=True, deadline_ms=1500, rerank_reserve_ms=500, maxsim_head=40,
                 head=80),
         Profile("minimal", "minimal-v1", ("semantic", "lexical"),
@@ -94,6 +98,18 @@ def _apply_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
             and 0 < reserve < changes.get("deadline_ms", profile.deadline_ms)):
         changes["rerank_reserve_ms"] = reserve
     return replace(profile, **changes, overrides={**overrides})
+
+
+def with_deadline(profile: Profile, deadline_ms: int) -> Profile:
+    """`profile` under a request's own deadline. A reranking profile's reserve keeps its
+    share of the deadline when the request shortens it (thorough: 500 of 1500 ms, so a
+    300 ms request reserves 100 ms), so the strategies always keep the larger part and the
+    rerank never runs past the deadline the caller asked for; a longer deadline leaves
+    the reserve as it is (the strategies get the extra time)."""
+    reserve = profile.rerank_reserve_ms
+    if profile.rerank and deadline_ms < profile.deadline_ms:
+        reserve = reserve * deadline_ms // profile.deadline_ms
+    return replace(profile, deadline_ms=deadline_ms, rerank_reserve_ms=reserve)
 
 
 def _versioned(profile: Profile) -> Profile:

@@ -10,12 +10,14 @@ ignored, head items the model left out keep their fused order after the ones it 
 Without one: each statement of a deeper head (the profile's ``maxsim_head``, 40 in
 thorough) is scored by MaxSim (ColBERT's late interaction: the mean over the query's
 word pieces of the best cosine to any of the statement's word pieces) with the
-embedder's own token embeddings, and that head is sorted by the score (ties in fused
-order). It reads query and statement together, which the pooled vectors of the first
-stage cannot; on LoCoMo dev it lifts thorough's recall@10 from 0.670 (fused) to 0.700
-with the default ONNX encoder over a head of 40 (0.686 over 20), the same under
-leave-one-conversation-out
-(bench/README.md, "Rerank"). The
+embedder's own token embeddings. It reads query and statement together, which the
+pooled vectors of the first stage cannot. The head is then sorted (ties in fused order)
+by a linear second stage over that MaxSim and each candidate's standing in the fused
+order and in every strategy's list, its semantic score and how much of the question's
+wording it carries (``cross_features``; weights ``CROSS_WEIGHTS`` fitted offline by
+bench/rerank_fit.py): once thorough fused the source-turn lane (v4), MaxSim alone fell
+below the fused order (LoCoMo dev recall@10 0.704 vs 0.712) while the second stage rose
+above it (0.722 under leave-one-conversation-out; bench/README.md, "Rerank"). The
 allowance is checked between encoder batches. The token embeddings are optional: an
 embedder without ``embed_tokens`` (both shipped ones have it: the ONNX encoder's hidden
 states before pooling, the sentence-transformers model's token embeddings) skips this
@@ -29,13 +31,16 @@ reader sees nor shows the model a statement the reader could not.
 Status, reported in the search response's ``rerank`` (``reranker`` = ``model`` or
 ``maxsim``):
 
-* ``done``: the new order was applied (``moved`` = head positions that changed);
+* ``done``: the new order was applied (``moved`` = head positions that changed); MaxSim
+  out of time part way orders the fused prefix it scored (``partial``: true, ``head`` =
+  that prefix, ``of`` = the head it was given) and leaves the rest in fused order;
 * ``timeout``: the provider did not answer, or MaxSim did not finish, within the
   allowance; the fused order stands;
 * ``failed``: the provider failed otherwise (``reason`` = the ProviderError kind), or the
   encoder did (``reason`` = ``encoder_error``); the fused order stands;
-* ``skipped``: ``no_provider`` (no provider and no token embeddings) or ``short_head``
-  (fewer than two statements to order).
+* ``skipped``: ``no_provider`` (no provider and no token embeddings), ``short_head``
+  (fewer than two statements to order) or ``deadline`` (the request's deadline left an
+  allowance under MIN_ALLOWANCE_MS; nothing was reserved, retrieval.engine).
 
 The provider meters its call itself (``memhouse.llm``), under the schema name
 ``search_rerank_v1``, billed to the request's credential or the metering block around it.
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -59,10 +65,14 @@ from knowledge.selectors import visible_knowledge
 from memhouse.llm import ChatProvider, ProviderError, get_provider
 from memhouse.principal import Reader
 from retrieval.fusion import FusedCandidate
+from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS
 
 log = logging.getLogger(__name__)
 
 SCHEMA_NAME = "search_rerank_v1"
+# Below this an allowance cannot cover even the query's token encoding (about 5-15 ms on
+# 2 loaded cores) plus one batch of statements, so the engine skips the rerank instead.
+MIN_ALLOWANCE_MS = 25
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"order": {"type": "array", "items": {"type": "string"}}},
@@ -79,7 +89,8 @@ SYSTEM = (
 
 def rerank(*, reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime, query: str,
            fused: list[FusedCandidate], head: int, allowance_ms: int,
-           provider: ChatProvider | None = None, maxsim_head: int | None = None
+           provider: ChatProvider | None = None, maxsim_head: int | None = None,
+           lists: dict[str, list[tuple[str, float]]] | None = None
            ) -> tuple[list[FusedCandidate], dict[str, Any]]:
     """`fused` with its first `head` items reordered by the provider (or its first
     `maxsim_head` by MaxSim when there is none), and the status."""
@@ -99,15 +110,27 @@ def rerank(*, reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime, q
     if encode is not None:
         try:
             scores = maxsim(encode, query, [texts[c.id] for c in shown],
-                            ends=started + max(allowance_ms, 1) / 1000.0)
+                            ends=started + max(allowance_ms, 1) / 1000.0, partial=True)
         except TimeoutError:
             return fused, {"status": "timeout", "reranker": "maxsim", "head": len(shown),
                            "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
         except Exception:  # a broken encoder costs the rerank, never the search
             log.exception("rerank: token encoder failed")
             return fused, {"status": "failed", "reranker": "maxsim", "reason": "encoder_error"}
-        placed = [shown[i] for i in sorted(range(len(shown)), key=lambda i: (-scores[i], i))]
-        return _apply(top, tail, placed, "maxsim", started)
+        # Out of time part way: the fused prefix that was scored is ordered (a shallower
+        # head), the rest keeps its fused order; under two scored it is a timeout.
+        ready = next((i for i, v in enumerate(scores) if v is None), len(scores))
+        if ready < 2:
+            return fused, {"status": "timeout", "reranker": "maxsim", "head": len(shown),
+                           "elapsed_ms": round((time.monotonic() - started) * 1000, 2)}
+        order = [float(v) for v in scores[:ready]]
+        if lists is not None:  # the second stage over the strategies' lists and MaxSim
+            order = list(cross_features(query, [c.id for c in shown[:ready]], texts, lists,
+                                        order) @ CROSS_WEIGHTS)
+        placed = [shown[i] for i in sorted(range(ready), key=lambda i: (-order[i], i))]
+        ordered, status = _apply(top, tail, placed, "maxsim", started)
+        return ordered, ({**status, "partial": True, "of": len(shown)} if ready < len(shown)
+                         else status)
     assert provider is not None
     short = {f"S{n}": c for n, c in enumerate(shown, start=1)}
     user = json.dumps({"question": query,
@@ -201,26 +224,92 @@ def _unit(matrix: Any) -> Any:
 
 
 def maxsim(encoder: tuple[str, Encoder], query: str, statements: list[str],
-           ends: float | None = None) -> list[float]:
+           ends: float | None = None, partial: bool = False) -> list[Any]:
     """Per statement: the mean over the query's tokens of the best cosine to any of the
-    statement's tokens. Raises TimeoutError when `ends` (monotonic) passes between
-    encoder calls."""
+    statement's tokens. When `ends` (monotonic) passes between encoder calls: with
+    `partial` the statements not encoded by then score None (the encoder takes them in
+    the given order, so the scored ones are a prefix plus any cached; a batch expected
+    to end past `ends`, as long as the one before, is not begun), else TimeoutError."""
     space, encode = encoder
     q = _unit(encode([query])[0])
     todo = [t for t in dict.fromkeys(statements) if token_cache.get((space, t)) is None]
+    late: set[str] = set()
+    last = 0.0  # the previous batch's time: a batch that would not end in time is not begun
     for start in range(0, len(todo), ENCODE_BATCH):
-        if ends is not None and time.monotonic() >= ends:
-            raise TimeoutError("the rerank allowance is spent")
+        began = time.monotonic()
+        if ends is not None and began + (last if partial else 0.0) >= ends:
+            if not partial:
+                raise TimeoutError("the rerank allowance is spent")
+            late = set(todo[start:])
+            break
         batch = todo[start:start + ENCODE_BATCH]
         for text, rows in zip(batch, encode(batch), strict=True):
             token_cache.put((space, text), _unit(rows).astype(np.float16))
-    if ends is not None and time.monotonic() >= ends:
+        last = time.monotonic() - began
+    if not partial and ends is not None and time.monotonic() >= ends:
         raise TimeoutError("the rerank allowance is spent")
-    out: list[float] = []
+    out: list[Any] = []
     for text in statements:
+        if text in late:
+            out.append(None)
+            continue
         d = token_cache.get((space, text))
         if d is None:  # evicted meanwhile by a concurrent search
             d = _unit(encode([text])[0])
         out.append(float((q @ d.T.astype(np.float32)).max(axis=1).mean())
                    if len(q) and len(d) else 0.0)
     return out
+
+
+# Per head candidate: its standing in the fused order and in each strategy's own list,
+# its MaxSim, and how much of the question's wording it carries.
+FEATURE_STRATEGIES = ("semantic", "lexical", "entity_match", "relation_expand", "temporal",
+                      "salience_recency", "semantic.source_turns")
+FEATURE_NAMES = ("fused_log_rank", "maxsim_z", "maxsim",
+                 *(f"{s}_rr" for s in FEATURE_STRATEGIES), "semantic_score", "term_coverage",
+                 "log_words")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _terms(text: str) -> set[str]:
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w
+            for w in _WORD.findall(text.lower()) if w not in POSTGRES_ENGLISH_STOPWORDS}
+
+
+def cross_features(query: str, head: Sequence[str], texts: dict[str, str],
+                   lists: dict[str, list[tuple[str, float]]], sims: Sequence[float]
+                   ) -> np.ndarray:
+    """One row per id of `head` (fused order), columns FEATURE_NAMES."""
+    n = len(head)
+    out = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float64)
+    sim = np.asarray(sims, dtype=np.float64)
+    sd = float(sim.std()) if n else 0.0
+    out[:, 0] = -np.log1p(np.arange(n))
+    out[:, 1] = (sim - sim.mean()) / sd if sd > 0 else 0.0
+    out[:, 2] = sim
+    ranks = {s: {cid: r for r, (cid, _) in enumerate(lists.get(s) or [])}
+             for s in FEATURE_STRATEGIES}
+    semantic = dict(lists.get("semantic") or [])
+    q_terms = _terms(query)
+    for i, cid in enumerate(head):
+        for j, s in enumerate(FEATURE_STRATEGIES):
+            r = ranks[s].get(cid)
+            out[i, 3 + j] = 1.0 / (1.0 + r) if r is not None else 0.0
+        out[i, 3 + len(FEATURE_STRATEGIES)] = float(semantic.get(cid, 0.0))
+        words = _terms(texts.get(cid, ""))
+        out[i, 4 + len(FEATURE_STRATEGIES)] = (len(q_terms & words) / len(q_terms)
+                                                if q_terms else 0.0)
+        out[i, 5 + len(FEATURE_STRATEGIES)] = np.log1p(len(_WORD.findall(
+            texts.get(cid, "").lower())))
+    return out
+
+
+# The weights of the second stage: a pairwise logistic fit on LoCoMo dev, all five
+# conversations (bench/rerank_fit.py --dump DUMP --head 40 --pairwise, the dump from
+# bench/rerank_eval.py on thorough-v4; bench/results/thorough_v4_fit_pairwise.json).
+# Leave-one-conversation-out recall@10 0.722 vs 0.712 fused and 0.704 MaxSim alone.
+CROSS_WEIGHTS = np.asarray([
+    0.7263, -0.0747, 8.116,  # fused_log_rank, maxsim_z, maxsim
+    -0.4466, 1.1017, -0.0498, -0.5523, 0.0, 0.0, 1.9314,  # the strategies' reciprocal ranks
+    -0.987, -2.2561, -0.2093,  # semantic_score, term_coverage, log_words
+])

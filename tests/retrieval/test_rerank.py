@@ -121,7 +121,7 @@ def test_the_allowance_is_a_scope_override_for_slower_models(live_server, corpus
         Scope.objects.filter(path="/").update(settings={"retrieval_profiles": {"thorough": {
             "deadline_ms": 6000, "rerank_reserve_ms": 4000}}})
     model.script = [Reply(delay=1.5, body=completion(json.dumps({"order": ["S2", "S1"]})))]
-    body = _thorough(live_server, w.agent_key)
+    body = _thorough(live_server, w.agent_key, profile_defaults=True)  # the 6000 ms deadline
     assert body["reserved_rerank_ms"] == 4000
     assert body["rerank"]["status"] == "done"
     # An allowance that leaves the strategies no time is ignored, not obeyed.
@@ -243,3 +243,112 @@ def test_pages_continue_the_reranked_order(live_server, corpus, model):  # noqa:
     second = _search(live_server, w.agent_key, profile="thorough", query=QUESTION,
                      peer_key="alice", limit=3, offset=3)
     assert first == whole[:3] and _ids(second.json()) == whole[3:6]
+
+
+def test_a_shorter_request_deadline_shrinks_the_reservation_with_it(
+        live_server, corpus, model):  # noqa: F811
+    """A request's `deadline_ms` below the profile's keeps the reservation's share of it
+    (500 of 1500 ms), so a slow model is cut off inside the deadline the caller asked for."""
+    w, _ = corpus
+    model.script = [Reply(delay=1.5, body=completion(json.dumps({"order": ["S2", "S1"]})))]
+    body = _thorough(live_server, w.agent_key, deadline_ms=500)
+    assert body["deadline_ms"] == 500 and body["reserved_rerank_ms"] == 166
+    assert body["rerank"]["status"] == "timeout"
+    assert body["rerank"]["elapsed_ms"] < 450  # the 166 ms allowance, not the 500 ms one
+    # A longer deadline than the profile's leaves the reservation as it is.
+    model.script = [ok({"order": ["S2", "S1"]})]
+    body = _thorough(live_server, w.agent_key, deadline_ms=3000)
+    assert body["deadline_ms"] == 3000 and body["reserved_rerank_ms"] == 500
+    assert body["rerank"]["status"] == "done"
+
+
+def test_a_deadline_too_short_for_any_rerank_skips_it_and_reserves_nothing(
+        live_server, corpus, model):  # noqa: F811
+    w, _ = corpus
+    model.script = [ok({"order": ["S2", "S1"]})]
+    body = _thorough(live_server, w.agent_key, deadline_ms=70)  # a 23 ms share
+    assert body["reserved_rerank_ms"] == 0
+    assert body["rerank"] == {"status": "skipped", "reason": "deadline"}
+    assert model.requests == []  # no call the deadline could not wait for
+
+
+def test_the_request_deadline_scales_a_scope_override_reservation_too():
+    from retrieval.profiles import BASE_PROFILES, with_deadline
+
+    thorough = replace(BASE_PROFILES["thorough"], deadline_ms=6000, rerank_reserve_ms=4000)
+    assert with_deadline(thorough, 3000).rerank_reserve_ms == 2000
+    assert with_deadline(thorough, 9000).rerank_reserve_ms == 4000
+    balanced = with_deadline(BASE_PROFILES["balanced"], 50)
+    assert balanced.deadline_ms == 50 and balanced.rerank_reserve_ms == 0
+
+
+def test_maxsim_out_of_time_scores_the_prefix_it_encoded():
+    import time
+
+    import numpy as np
+
+    from retrieval import rerank
+
+    def slow(texts):  # 50 ms per encoder call, one 4-token matrix per text
+        time.sleep(0.05)
+        return [np.eye(4, 8) + len(t) for t in texts]
+
+    rerank.token_cache.clear()
+    statements = [f"statement {'x' * n}" for n in range(6)]
+    encoder = ("slow-test", slow)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rerank, "ENCODE_BATCH", 2)
+        # query at ~50 ms, first batch done at ~100 ms: the second batch starts too late
+        scores = rerank.maxsim(encoder, "q", statements, ends=time.monotonic() + 0.08,
+                               partial=True)
+        assert [s is None for s in scores] == [False, False, True, True, True, True]
+        rerank.token_cache.clear()
+        with pytest.raises(TimeoutError):
+            rerank.maxsim(encoder, "q", statements, ends=time.monotonic() + 0.08)
+    rerank.token_cache.clear()
+
+
+class SlowTokens(PooledOnly):
+    """The shipped encoder whose token embeddings take 100 ms a call."""
+
+    def embed_tokens(self, texts):
+        import time
+
+        time.sleep(0.1)
+        return self.inner.embed_tokens(texts)
+
+
+def test_maxsim_out_of_time_reorders_the_head_it_scored_and_keeps_the_rest(
+        live_server, corpus, settings, monkeypatch):  # noqa: F811
+    from retrieval import embedding, rerank
+
+    w, _ = corpus
+    query = "Who uses an inhaler?"
+    fused = _fused(live_server, w.agent_key, settings, query=query)
+    rerank.token_cache.clear()
+    monkeypatch.setattr(embedding, "_embedder", SlowTokens(embedding.get_embedder()))
+    monkeypatch.setattr(rerank, "ENCODE_BATCH", 1)
+    body = _thorough(live_server, w.agent_key, query=query)  # 500 ms: about 4 statements
+    rerank.token_cache.clear()
+    got = body["rerank"]
+    assert got["status"] == "done" and got["partial"] is True, got
+    assert 2 <= got["head"] < got["of"] == min(len(fused), 40), fused
+    assert got["elapsed_ms"] < 600  # 500 ms: no batch begun that would not end in time
+    assert sorted(_ids(body)[:got["head"]]) == sorted(fused[:got["head"]])
+    assert _ids(body)[got["head"]:] == fused[got["head"]:]  # the rest in fused order
+
+
+def test_the_second_stage_reads_each_lists_rank_maxsim_and_the_question_terms():
+    from retrieval.rerank import CROSS_WEIGHTS, FEATURE_NAMES, cross_features
+
+    texts = {"a": "Alice uses an inhaler", "b": "Bob likes tea"}
+    lists = {"lexical": [("a", 1.0)], "semantic": [("b", 0.5), ("a", 0.4)]}
+    x = cross_features("Who uses an inhaler?", ["b", "a"], texts, lists, [0.3, 0.8])
+    col = FEATURE_NAMES.index
+    assert x[:, col("lexical_rr")].tolist() == [0.0, 1.0]
+    assert x[:, col("semantic_rr")].tolist() == [1.0, 0.5]
+    assert x[:, col("term_coverage")].tolist() == [0.0, 1.0]  # "use", "inhaler"
+    assert x[:, col("maxsim")].tolist() == [0.3, 0.8]
+    assert len(CROSS_WEIGHTS) == len(FEATURE_NAMES)
+    score = x @ CROSS_WEIGHTS
+    assert score[1] > score[0]  # the statement about the question rises above fused #1
