@@ -56,14 +56,14 @@ def test_validator_names_each_broken_rule():
     chat["claims"][0]["kind"] = "opinion"
     chat["claims"][0]["valid_from"] = "2026-03-05"
     chat["claims"][0]["valid_until"] = "2026-03-04"
-    chat["split"] = "c"
+    chat["split"] = "z"
     doc = next(t for t in bad["turns"] if t["source"] == "document")
     doc["speaker"] = "dana"
     problems = "\n".join(ex.validate_gold(bad))
     assert "subject 'nobody' is not a peer of the group" in problems
     assert "kind must be one of" in problems
     assert "valid_from must be before valid_until" in problems
-    assert f"turn {chat['id']}: split must be a or b" in problems
+    assert f"turn {chat['id']}: split must be one of {', '.join(ex.SPLITS)}" in problems
     assert f"turn {doc['id']}: a document has no speaker" in problems
 
 
