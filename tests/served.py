@@ -82,6 +82,14 @@ class Served:
             raise AssertionError(f"serve did not exit on {sig!r}:\n{self.text}") from None
 
 
+def _interruptible() -> None:
+    """In the child before exec: SIGINT back to its default. A test run started in the
+    background of a non-interactive shell (`pytest &`) ignores SIGINT, a child inherits
+    that, and Python then installs no KeyboardInterrupt handler: serve would never see
+    the Ctrl-C these tests send, as a terminal's foreground process does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_serve(data_dir: Path, *, timeout: float = 120) -> Served:
     """Start `manage.py serve` and wait until it answers /healthz."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -90,7 +98,8 @@ def start_serve(data_dir: Path, *, timeout: float = 120) -> Served:
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "manage.py", "serve", f"127.0.0.1:{port}"],
                                 cwd=ROOT, env=manage_env(data_dir), stdout=out,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=_interruptible)
     served = Served(proc=proc, url=f"http://127.0.0.1:{port}", data_dir=data_dir, log=log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
