@@ -351,15 +351,18 @@ class Captured:
 # and is left at the shipped 0.6. `head` is each strategy's pool (also semantic's
 # ef_search = 2 * head), so every head value is its own search pass; weights and rrf_k are
 # applied offline with retrieval.fusion.fuse to the lists that pass captured.
-# `source_turns` is the weight of semantic's source-turn lane (0: the lane left out).
+# `source_turns` is the weight of semantic's source-turn lane (0: the lane left out),
+# `said_when` the weight of its said-when lane (0: left out).
 CV_GRID: dict[str, tuple[Any, ...]] = {
     "head": (30, 50, 80),
     "semantic": (1.0, 1.5, 2.0, 2.5, 3.0),
     "entity_match": (0.0, 0.3, 0.6, 1.0),
     "rrf_k": (5, 15, 60),
-    "source_turns": (0.0, 0.5, 1.0, 1.5),
+    "source_turns": (0.0, 1.0, 1.5),
+    "said_when": (0.0, 1.5, 2.5),
 }
 SOURCE_TURNS = "semantic.source_turns"
+SAID_WHEN = "semantic.said_when"
 
 
 @dataclass(frozen=True)
@@ -369,10 +372,12 @@ class GridPoint:
     entity_match: float
     rrf_k: int
     source_turns: float = 0.0
+    said_when: float = 0.0
 
     def weights(self, base: dict[str, float]) -> dict[str, float]:
         return {**base, "lexical": 1.0, "semantic": self.semantic,
-                "entity_match": self.entity_match, SOURCE_TURNS: self.source_turns}
+                "entity_match": self.entity_match, SOURCE_TURNS: self.source_turns,
+                SAID_WHEN: self.said_when}
 
     def as_dict(self, base: dict[str, float]) -> dict[str, Any]:
         return {"head": self.head, "rrf_k": self.rrf_k, "weights": self.weights(base)}
@@ -440,13 +445,14 @@ def cross_validate(account_id: Any, convs: list[common.Conversation],
             log(f"cv: search pass head={head} ({len(passes[head])} searches) in "
                 f"{time.monotonic() - t:.0f}s")
     shipped = GridPoint(base.head, base.weights["semantic"], base.weights["entity_match"],
-                        base.rrf_k, base.weights.get(SOURCE_TURNS, 0.0))
+                        base.rrf_k, base.weights.get(SOURCE_TURNS, 0.0),
+                        base.weights.get(SAID_WHEN, 0.0))
     # Re-fusing the captured lists with the shipped parameters must give the engine's order.
     same = sum(refuse(c, dict(base.weights), base.rrf_k) == c.ids for c in shipped_pass)
 
-    points = [GridPoint(h, s, e, k, t) for h in CV_GRID["head"] for s in CV_GRID["semantic"]
+    points = [GridPoint(h, s, e, k, t, w) for h in CV_GRID["head"] for s in CV_GRID["semantic"]
               for e in CV_GRID["entity_match"] for k in CV_GRID["rrf_k"]
-              for t in CV_GRID["source_turns"]]
+              for t in CV_GRID["source_turns"] for w in CV_GRID["said_when"]]
     if shipped not in points:
         points.insert(0, shipped)
     conv_of = np.asarray([c.conv for c in shipped_pass])
@@ -501,6 +507,12 @@ def cross_validate(account_id: Any, convs: list[common.Conversation],
     chosen_no_lane = {held: choose(no_lane, r10, conv_of != held, shipped_no_lane)
                       for held in ids}
     in_best_no_lane = choose(no_lane, r10, everything, shipped_no_lane)
+    # And without the said-when lane.
+    no_when = [p for p in points if not p.said_when]
+    shipped_no_when = replace(shipped, said_when=0.0)
+    chosen_no_when = {held: choose(no_when, r10, conv_of != held, shipped_no_when)
+                      for held in ids}
+    in_best_no_when = choose(no_when, r10, everything, shipped_no_when)
     top = sorted(points, key=lambda p: -float(r10[p].mean()))[:10]
     return {
         "method": "leave-one-conversation-out; per fold the grid point with the best mean "
@@ -522,6 +534,10 @@ def cross_validate(account_id: Any, convs: list[common.Conversation],
             "in_sample_optimum": {**in_best_no_lane.as_dict(dict(base.weights)),
                                   **table_for(dict.fromkeys(ids, in_best_no_lane)).summary()},
             "cross_validated": table_for(chosen_no_lane).summary()},
+        "without_said_when": {
+            "in_sample_optimum": {**in_best_no_when.as_dict(dict(base.weights)),
+                                  **table_for(dict.fromkeys(ids, in_best_no_when)).summary()},
+            "cross_validated": table_for(chosen_no_when).summary()},
         "folds": folds,
         "top_points_in_sample": [{**p.as_dict(dict(base.weights)),
                                   "recall_at_10": round(float(r10[p].mean()), 4)}
@@ -1331,7 +1347,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"in-sample optimum {cv['in_sample_optimum']['recall_at_10']['overall']}, "
                 f"cross-validated {cv['cross_validated']['recall_at_10']['overall']} "
                 f"(without the source-turn lane "
-                f"{cv['without_source_turns']['cross_validated']['recall_at_10']['overall']}; "
+                f"{cv['without_source_turns']['cross_validated']['recall_at_10']['overall']}, "
+                f"without the said-when lane "
+                f"{cv['without_said_when']['cross_validated']['recall_at_10']['overall']}; "
                 f"re-fusion matches engine {cv['refusion_matches_engine']})")
             write()
     if not args.skip_scale:

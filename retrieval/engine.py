@@ -263,6 +263,7 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         # the others do not wait for the model, and a slow embedding costs only semantic.
         options={"lanes": profile.lanes, "blank_fallback": blank_fallback,
                  "source_turns": semantic.SOURCE_TURNS in weights,
+                 "said_when": semantic.SAID_WHEN in weights,
                  "vectorize": lambda: _space_and_vector(reader, query)})
     jobs = {s: (FIRST_STAGE[s], base) for s in runnable
             if s in FIRST_STAGE and s not in dropped}

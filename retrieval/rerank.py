@@ -264,7 +264,7 @@ def maxsim(encoder: tuple[str, Encoder], query: str, statements: list[str],
 # Per head candidate: its standing in the fused order and in each strategy's own list,
 # its MaxSim, and how much of the question's wording it carries.
 FEATURE_STRATEGIES = ("semantic", "lexical", "entity_match", "relation_expand", "temporal",
-                      "salience_recency", "semantic.source_turns")
+                      "salience_recency", "semantic.source_turns", "semantic.said_when")
 FEATURE_NAMES = ("fused_log_rank", "maxsim_z", "maxsim",
                  *(f"{s}_rr" for s in FEATURE_STRATEGIES), "semantic_score", "term_coverage",
                  "log_words")
@@ -306,10 +306,10 @@ def cross_features(query: str, head: Sequence[str], texts: dict[str, str],
 
 # The weights of the second stage: a pairwise logistic fit on LoCoMo dev, all five
 # conversations (bench/rerank_fit.py --dump DUMP --head 40 --pairwise, the dump from
-# bench/rerank_eval.py on thorough-v4; bench/results/thorough_v4_fit_pairwise.json).
-# Leave-one-conversation-out recall@10 0.722 vs 0.712 fused and 0.704 MaxSim alone.
+# bench/rerank_eval.py on thorough-v5; bench/results/rerank_fit_said_when.json).
+# Leave-one-conversation-out recall@10 0.743 vs 0.734 fused and 0.709 MaxSim alone.
 CROSS_WEIGHTS = np.asarray([
-    0.7263, -0.0747, 8.116,  # fused_log_rank, maxsim_z, maxsim
-    -0.4466, 1.1017, -0.0498, -0.5523, 0.0, 0.0, 1.9314,  # the strategies' reciprocal ranks
-    -0.987, -2.2561, -0.2093,  # semantic_score, term_coverage, log_words
+    0.8308, -0.2049, 10.9003,  # fused_log_rank, maxsim_z, maxsim
+    -0.7885, 0.8999, 0.0817, -0.3813, 0.0, 0.0, 1.6298, 1.8301,  # the lists' reciprocal ranks
+    -1.5973, -2.4185, -0.3291,  # semantic_score, term_coverage, log_words
 ])

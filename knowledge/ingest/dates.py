@@ -19,7 +19,8 @@ from knowledge.ingest.lexicon import (
     _tidy,
 )
 
-__all__ = ["RELATIVE_DATE_EXPRESSIONS", "resolve_relative_date", "strip_relative_dates"]
+__all__ = ["RELATIVE_DATE_EXPRESSIONS", "NamedTimes", "named_times", "resolve_relative_date",
+           "strip_relative_dates"]
 
 @dataclass(frozen=True)
 class _Window:
@@ -731,3 +732,81 @@ def strip_relative_dates(text: str, occurred_at: datetime) -> str:
         if _REL.fullmatch(text[hit.start:hit.end]) is not None
     ]
     return _remove_dates(text, hits)
+
+
+# ---------------------------------------------------------------------------------------
+# The times a question names (retrieval: semantic's said-when lane)
+# ---------------------------------------------------------------------------------------
+
+# A day named in a question matches what was said up to this far either side: "on 1
+# February" is often said the day after, or the Friday before the weekend it names
+# (LoCoMo dev: +-3 days kept more evidence than +-0, +-7 or +-14; bench/README.md).
+NAMED_DAY_SLACK = timedelta(days=3)
+_SEASON_MONTHS = {"spring": (3, 4, 5), "summer": (6, 7, 8), "fall": (9, 10, 11),
+                  "autumn": (9, 10, 11), "winter": (12, 1, 2)}
+_SEASON_NAMED = re.compile(
+    rf"\b(?:in|during|of|over)\s+(?:the\s+)?(?P<season>{_SEASON})"
+    r"(?:\s+(?:of\s+)?(?P<year>(?:19|20)\d{2}))?\b", re.I)
+
+
+@dataclass(frozen=True)
+class NamedTimes:
+    """The times a question names. `windows` are half-open instants (a named day widened by
+    NAMED_DAY_SLACK); `months` are months named without a year ("in July"), which match
+    that month of any year: a question about a past conversation rarely says the year,
+    and the most recent July before today is often the wrong one."""
+
+    windows: tuple[tuple[datetime, datetime], ...] = ()
+    months: tuple[int, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.windows or self.months)
+
+
+def named_times(text: str, now: datetime) -> NamedTimes:
+    """The dates, months, years and seasons `text` names, absolute ones as said and
+    relative ones ("last week", "yesterday") resolved against `now` (aware). Vague words
+    ("recently") and a bare weekday without "on" name no time."""
+    local = _local(now)
+    windows: list[tuple[datetime, datetime]] = []
+    months: list[int] = []
+
+    def add(window: _Window | None) -> None:
+        if window is None or window.start is None or window.end is None:
+            return
+        start, end = window.start, window.end
+        if window.unit in ("day", "part", "weekend"):
+            start, end = start - NAMED_DAY_SLACK, end + NAMED_DAY_SLACK
+        if (start, end) not in windows:
+            windows.append((start, end))
+
+    taken: list[tuple[int, int]] = []
+    for match in _REL.finditer(text):
+        if match.group("vague") or ((match.group("wd") or match.group("ord")) and not (
+                match.group("prefix") or match.group("wdon") or match.group("ordon"))):
+            continue
+        add(_safe_window(_relative_window, match, local, False))
+        taken.append((match.start(), match.end()))
+    for match in _SEASON_NAMED.finditer(text):
+        season, year = match.group("season").lower(), match.group("year")
+        if year:
+            add(_safe_window(_season_window, season, int(year), local.tzinfo))
+        else:
+            months.extend(m for m in _SEASON_MONTHS[season] if m not in months)
+        taken.append((match.start(), match.end()))
+    for match in _ABS.finditer(text) if _ABS_HINT.search(text) else ():
+        if any(match.start() < e and s < match.end() for s, e in taken):
+            continue
+        g = match.group
+        prefix = " ".join(g("aprefix").lower().split()) if g("aprefix") else None
+        bare = (g("m3") and not g("y3")) or g("y4")
+        if bare and prefix not in _ABS_PREFIX_REQUIRED and not (g("mod") or g("mody")):
+            continue  # "May I ask", "the 2022 model": no time without "in", "since", ...
+        month_token = g("m1") or g("m2") or g("m3")
+        if month_token and not (g("y1") or g("y2") or g("y3")):
+            month = _MONTHS[month_token.lower().rstrip(".")[:3]]
+            if month not in months:
+                months.append(month)
+            continue
+        add(_safe_window(_absolute_window, match, local, False))
+    return NamedTimes(tuple(windows), tuple(months))

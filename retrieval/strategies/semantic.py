@@ -15,6 +15,15 @@ neither its statement nor its own text says "research trip", but the question tu
 before it does. Fusion weighs the lane as its own list (`semantic.source_turns` in the
 profile's weights); blended into the statement list it gains less than half as much
 (bench/README.md, LoCoMo dev, cross-validated).
+
+With `options["said_when"]` a question that names a time ("in July", "on 1 February,
+2023", "last week": `knowledge.ingest.dates.named_times`) gets a third list, the said-when
+lane (SAID_WHEN): the nearest visible messages said within that time, then their visible
+statements scored by their best such message. Extraction moves "yesterday" out of the
+statement into valid time, and most statements have no valid time at all, so the time a
+question names is matched against when their source was said. Temporal still runs only
+with `as_of` (the seed): this lane ranks by similarity to the question, the named time
+only bounds which messages it reads.
 """
 
 from __future__ import annotations
@@ -23,13 +32,16 @@ import uuid
 from dataclasses import replace
 
 from django.db import connection
+from django.db.models import Q
 
+from knowledge.ingest.dates import named_times
 from retrieval.lineage import visible_messages
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_ids_sql
 
 NAME = "semantic"
 SOURCE_TURNS = "semantic.source_turns"
+SAID_WHEN = "semantic.said_when"
 # Extractors of derived memory: the minimal profile's second lane (retrieval.recall).
 DERIVED_EXTRACTORS = ("deduction", "consolidation")
 
@@ -101,6 +113,38 @@ def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     return [(kid, float(sim)) for kid, sim in rows]
 
 
+def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
+    """The said-when lane: the `limit` nearest visible messages said within a time the
+    query names, then their statements the reader may see, each scored by its best such
+    message. Empty when the query names no time."""
+    named = named_times(ctx.query, ctx.as_of or ctx.now)
+    if not named:
+        return []
+    said = Q(occurred_at__month__in=named.months) if named.months else Q(pk__in=[])
+    for start, end in named.windows:
+        said |= Q(occurred_at__gte=start, occurred_at__lt=end)
+    dims = len(ctx.query_vector or ())
+    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    msg_sql, msg_params = (visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
+                           .filter(said).values("id").query.sql_with_params())
+    hits = fetch(f"SELECT mv.message_id, 1 - ((mv.embedding::vector({dims})) <=> "
+                 f"%s::vector({dims})) AS sim FROM memhouse_message_vector mv "
+                 f"WHERE mv.space_id = %s AND mv.message_id IN ({msg_sql}) "
+                 f"ORDER BY (mv.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                 [vector, str(ctx.space_id), *msg_params, vector, limit])
+    if not hits:
+        return []
+    visible_sql, visible_params = visible_ids_sql(ctx)
+    rows = fetch(
+        f"SELECT ks.knowledge_id::text, max(h.sim) AS sim "
+        f"FROM unnest(%s::uuid[], %s::float8[]) AS h(id, sim) "
+        f"JOIN memhouse_knowledge_source ks ON ks.message_id = h.id "
+        f"WHERE ks.knowledge_id IN ({visible_sql}) "
+        f"GROUP BY ks.knowledge_id ORDER BY sim DESC, ks.knowledge_id LIMIT %s",
+        [[h[0] for h in hits], [float(h[1]) for h in hits], *visible_params, limit])
+    return [(kid, float(sim)) for kid, sim in rows]
+
+
 def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:
     """The Account has vectors, none of them in `space_id` (None: a space never created)."""
     rows = fetch("SELECT EXISTS (SELECT 1 FROM memhouse_knowledge_vector WHERE account_id = %s"
@@ -159,4 +203,6 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
         result.details[kid] = {"cosine_distance": round(distance, 6)}
     if ctx.options.get("source_turns"):
         result.extra_lists[SOURCE_TURNS] = _source_turns(ctx, ctx.limit)
+    if ctx.options.get("said_when"):
+        result.extra_lists[SAID_WHEN] = _said_when(ctx, ctx.limit)
     return result, ctx.space_id

@@ -1,0 +1,131 @@
+"""Semantic's said-when lane (balanced, thorough): a question that names a time reads the
+messages said within it, nearest first, and their statements the reader may see. Real
+PostgreSQL, real embedder."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from knowledge.models import Message, Peer, Scope, Session
+from memhouse.principal import Reader, internal_reader
+from memhouse.tenancy import account_context
+from retrieval import engine
+from retrieval.profiles import BASE_PROFILES
+from retrieval.strategies.semantic import SAID_WHEN
+from retrieval.vectors import embed_knowledge, embed_messages
+from tests.retrieval.test_search import _add
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _reader(w, key: str) -> Reader:
+    return Reader(account_id=w.account.id, posture="peer",
+                  peer_id=Peer.objects.get(key=key).id, scope_roots=None)
+
+
+@pytest.fixture
+def two_trips(committed_world):
+    """Alice went camping twice: in July 2023 and in March 2024, each told in its own
+    session and extracted without the date (as the extractor moves "last weekend" into
+    valid time, or drops it)."""
+    w = committed_world
+    ids: dict[str, str] = {}
+    with account_context(w.account.id):
+        msgs = {}
+        for key, when, text in (
+                ("july", datetime(2023, 7, 17, 18, tzinfo=UTC),
+                 "We went camping by the river last weekend, the kids loved it."),
+                ("march", datetime(2024, 3, 11, 9, tzinfo=UTC),
+                 "We went camping in the mountains last weekend, it was freezing."),
+                ("feb", datetime(2023, 2, 1, 12, tzinfo=UTC),
+                 "Great news: a wholesaler replied and said yes today!")):
+            session = Session.objects.create(account=w.account, scope=w.scope,
+                                             external_id=f"s-{key}")
+            msgs[key] = Message.objects.create(account=w.account, peer=w.subject,
+                                               scope=w.scope, session=session, text=text,
+                                               occurred_at=when)
+        ids["july"] = _add(w, "Alice went camping by the river with her kids.",
+                           sources=[{"message": msgs["july"], "excerpt": "camping"}])
+        ids["march"] = _add(w, "Alice went camping in the mountains.",
+                            sources=[{"message": msgs["march"], "excerpt": "camping"}])
+        ids["feb"] = _add(w, "A wholesaler agreed to supply Alice's clothing store.",
+                          sources=[{"message": msgs["feb"], "excerpt": "wholesaler"}])
+        ids["july_secret"] = _add(w, "Alice had a panic attack at the campsite.",
+                                  sensitivity="personal",
+                                  sources=[{"message": msgs["july"], "excerpt": "camping"}])
+        ids["msgs"] = ",".join(str(m.id) for m in msgs.values())
+    embed_knowledge(w.account.id, [ids[k] for k in ("july", "march", "feb", "july_secret")])
+    embed_messages(w.account.id, ids["msgs"].split(","))
+    return w, ids
+
+
+def _search(w, query: str, reader: Reader | None = None, profile: str = "balanced",
+            as_of: datetime | None = None):
+    with account_context(w.account.id):
+        scope = Scope.objects.get(path="/marketing/social")
+        return engine.search(reader=reader or internal_reader(w.account.id), scope=scope,
+                             query=query, profile=BASE_PROFILES[profile], limit=10,
+                             as_of=as_of)
+
+
+@pytest.mark.parametrize("profile", ["balanced", "thorough"])
+def test_a_named_month_reads_only_what_was_said_in_it(two_trips, profile):
+    w, ids = two_trips
+    july = _search(w, "When did Alice go camping in July?", profile=profile)
+    # The internal reader sees the personal statement from the July message too.
+    assert {kid for kid, _ in july.lists[SAID_WHEN]} == {ids["july"], ids["july_secret"]}
+    # Any year's July: the question does not say which.
+    march = _search(w, "Where did Alice go camping in March 2024?", profile=profile)
+    assert [kid for kid, _ in march.lists[SAID_WHEN]] == [ids["march"]]
+    assert march.candidates[0]["id"] == ids["march"]
+    assert SAID_WHEN in march.candidates[0]["scores"]
+    # A lane of semantic, not a seventh strategy.
+    assert SAID_WHEN not in march.strategies["contributed"] + march.strategies["empty"]
+
+
+def test_a_named_day_matches_a_few_days_either_side(two_trips):
+    w, ids = two_trips
+    # Said on 1 February 2023; the question names the day after.
+    res = _search(w, "What did Alice's clothing store get on 2 February, 2023?")
+    assert [kid for kid, _ in res.lists[SAID_WHEN]] == [ids["feb"]]
+    far = _search(w, "What did Alice's clothing store get on 20 February, 2023?")
+    assert far.lists[SAID_WHEN] == []
+
+
+def test_a_relative_time_is_read_against_as_of(two_trips):
+    w, ids = two_trips
+    res = _search(w, "Where did Alice go camping last week?",
+                  as_of=datetime(2024, 3, 20, tzinfo=UTC))
+    assert [kid for kid, _ in res.lists[SAID_WHEN]] == [ids["march"]]
+
+
+def test_no_named_time_no_lane_entries(two_trips):
+    w, _ = two_trips
+    for query in ("Where did Alice go camping?", "May I ask where Alice went camping?"):
+        assert _search(w, query).lists[SAID_WHEN] == []
+
+
+def test_statements_hidden_from_the_reader_never_enter_the_lane(two_trips):
+    w, ids = two_trips
+    with account_context(w.account.id):
+        carol, alice = _reader(w, "carol"), _reader(w, "alice")
+    query = "What happened when Alice went camping in July?"
+    assert ids["july_secret"] not in dict(_search(w, query, carol).lists[SAID_WHEN])
+    assert ids["july_secret"] in dict(_search(w, query, alice).lists[SAID_WHEN])
+
+
+def test_profiles_without_the_lane_weight_do_not_run_it(two_trips):
+    w, _ = two_trips
+    balanced = BASE_PROFILES["balanced"]
+    off = replace(balanced, weights={**balanced.weights, SAID_WHEN: 0.0})
+    with account_context(w.account.id):
+        scope = Scope.objects.get(path="/marketing/social")
+        for profile in (BASE_PROFILES["fast"], off):
+            res = engine.search(reader=internal_reader(w.account.id), scope=scope,
+                                query="When did Alice go camping in July?",
+                                profile=profile, limit=5)
+            assert SAID_WHEN not in res.lists
+            assert all(SAID_WHEN not in c["scores"] for c in res.candidates)
