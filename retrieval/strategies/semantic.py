@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from knowledge.ingest.dates import named_times
+from knowledge.models import Message
 from retrieval.lineage import visible_messages
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_ids_sql
@@ -76,6 +78,21 @@ def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[st
     return sorted(((kid, float(d)) for kid, d in rows), key=lambda r: (r[1], r[0]))
 
 
+def _nearest_messages(ctx: StrategyContext, messages: QuerySet[Message], limit: int
+                      ) -> list[tuple[Any, float]]:
+    """(message id, cosine similarity) of the `limit` messages of `messages` nearest to
+    the query in its space, nearest first."""
+    dims = len(ctx.query_vector or ())
+    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    msg_sql, msg_params = messages.values("id").query.sql_with_params()
+    rows = fetch(f"SELECT mv.message_id, 1 - ((mv.embedding::vector({dims})) <=> "
+                 f"%s::vector({dims})) AS sim FROM memhouse_message_vector mv "
+                 f"WHERE mv.space_id = %s AND mv.message_id IN ({msg_sql}) "
+                 f"ORDER BY (mv.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
+                 [vector, str(ctx.space_id), *msg_params, vector, limit])
+    return [(mid, float(sim)) for mid, sim in rows]
+
+
 def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     """The source-turn lane: the `limit` nearest visible messages, each also lending its
     similarity to the next visible message of its session (arrival order), best `limit`
@@ -83,15 +100,9 @@ def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     each scored by its best source message. Messages are exactly the reader's
     `lineage.visible_messages`, statements the visibility filter every strategy uses,
     so nothing hidden is reached or ranks anything."""
-    dims = len(ctx.query_vector or ())
-    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
-    msg_sql, msg_params = (visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
-                           .values("id").query.sql_with_params())
-    hits = fetch(f"SELECT mv.message_id, 1 - ((mv.embedding::vector({dims})) <=> "
-                 f"%s::vector({dims})) AS sim FROM memhouse_message_vector mv "
-                 f"WHERE mv.space_id = %s AND mv.message_id IN ({msg_sql}) "
-                 f"ORDER BY (mv.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
-                 [vector, str(ctx.space_id), *msg_params, vector, limit])
+    messages = visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
+    msg_sql, msg_params = messages.values("id").query.sql_with_params()
+    hits = _nearest_messages(ctx, messages, limit)
     if not hits:
         return []
     visible_sql, visible_params = visible_ids_sql(ctx)
@@ -123,15 +134,8 @@ def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     said = Q(occurred_at__month__in=named.months) if named.months else Q(pk__in=[])
     for start, end in named.windows:
         said |= Q(occurred_at__gte=start, occurred_at__lt=end)
-    dims = len(ctx.query_vector or ())
-    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
-    msg_sql, msg_params = (visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
-                           .filter(said).values("id").query.sql_with_params())
-    hits = fetch(f"SELECT mv.message_id, 1 - ((mv.embedding::vector({dims})) <=> "
-                 f"%s::vector({dims})) AS sim FROM memhouse_message_vector mv "
-                 f"WHERE mv.space_id = %s AND mv.message_id IN ({msg_sql}) "
-                 f"ORDER BY (mv.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
-                 [vector, str(ctx.space_id), *msg_params, vector, limit])
+    hits = _nearest_messages(
+        ctx, visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now).filter(said), limit)
     if not hits:
         return []
     visible_sql, visible_params = visible_ids_sql(ctx)
