@@ -23,6 +23,7 @@ One command, one private database (bench_retrieval):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -31,6 +32,7 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,12 @@ class StrategyTimer:
         self._saved["_hydrate"] = engine._hydrate
         engine._space_and_vector = self._wrap("phase:query_vector", engine._space_and_vector)
         engine._hydrate = self._wrap("phase:hydrate", engine._hydrate)
+        # Semantic's message lanes, inside semantic's body.
+        from retrieval.strategies import semantic
+
+        self._saved["lanes"] = {n: getattr(semantic, n) for n in ("_source_turns", "_said_when")}
+        for n, fn in self._saved["lanes"].items():
+            setattr(semantic, n, self._wrap(f"lane:{n.lstrip('_')}", fn))
         return self
 
     def _wrap(self, name: str, fn: Any) -> Any:
@@ -112,6 +120,10 @@ class StrategyTimer:
             engine._hydrate = self._saved["_hydrate"]
             engine.FIRST_STAGE.clear()
             engine.FIRST_STAGE.update(self._saved["stage"])
+            from retrieval.strategies import semantic
+
+            for n, fn in self._saved["lanes"].items():
+                setattr(semantic, n, fn)
             self._saved = {}
 
     def report(self) -> dict[str, Any]:
@@ -763,11 +775,24 @@ def _question(rng: random.Random, proto: dict[str, str]) -> str:
     return rng.choice(forms).format(vb=vb, **proto)
 
 
+# The synthetic load's speakers per Account, statements per source message (LoCoMo dev:
+# ~1.5), messages per session, and the share of statements that are personal facts about
+# their speaker (hidden from the other speakers, and so are the messages they came from).
+SCALE_PEERS = 4
+SCALE_STATEMENTS_PER_MESSAGE = 1.5
+SCALE_SESSION_MESSAGES = 20
+SCALE_PERSONAL_SHARE = 0.1
+
+
 class Scale:
     def __init__(self, *, sizes: list[int], n_queries: int, others_share: float,
                  clusters: int, noise: float, entities: bool, seed: int,
-                 write: Any, warmup: int = 10) -> None:
+                 write: Any, warmup: int = 10, messages: bool = True,
+                 dated_share: float = 0.0, peer_reader: bool = False) -> None:
         self.warmup = warmup
+        self.messages = messages
+        self.dated_share = dated_share
+        self.peer_reader = peer_reader
         self.sizes = sizes
         self.n_queries = n_queries
         self.others_share = others_share
@@ -784,12 +809,13 @@ class Scale:
         from knowledge import services
         from memhouse.tenancy import account_context
         from retrieval.embedding import get_embedder
-        from retrieval.vectors import index_name, space_ensure
+        from retrieval.vectors import index_name, message_index_name, space_ensure
 
         self.embedder = get_embedder()
         with account_context(uuid.uuid4()):
             self.space = space_ensure(self.embedder.identity)
         self.index = index_name(self.space)
+        self.message_index = message_index_name(self.space)
         from django.db.models import Count
 
         from knowledge.accounts import list_account_ids
@@ -801,8 +827,11 @@ class Scale:
                 found = Account.objects.filter(id=aid).first()
             if found is not None:
                 existing[found.slug] = found
+        from knowledge.models import Peer
+
         self.accounts: list[tuple[Any, Any]] = []
         self.have: dict[Any, int] = {}
+        self.peers: dict[Any, list[Any]] = {}
         for i in range(10):
             acct = existing.get(f"scale-{i}")
             if acct is None:
@@ -810,6 +839,13 @@ class Scale:
             with account_context(acct.id):
                 scope = services.scope_ensure(account_id=acct.id, path="/synthetic")
                 have = Knowledge.objects.filter(scope=scope).aggregate(n=Count("id"))["n"]
+                peers = []
+                for p in range(SCALE_PEERS):
+                    peer = Peer.objects.filter(key=f"speaker-{p}").first() or \
+                        services.peer_create(account_id=acct.id, key=f"speaker-{p}",
+                                             kind="human", display_name=f"Speaker {p}")
+                    peers.append(peer.id)
+            self.peers[acct.id] = peers
             self.accounts.append((acct.id, scope.id))
             self.have[acct.id] = int(have)
         self.target = self.accounts[0]
@@ -822,6 +858,16 @@ class Scale:
         qrng = random.Random(12345)
         self.queries = [_question(qrng, self.protos[qrng.randrange(self.n_clusters)])
                         for _ in range(self.n_queries)]
+        # A share of the questions names a time, so semantic's said-when lane reads the
+        # messages said then (a month of any year, or a month of a given year).
+        months = ("January", "February", "March", "April", "May", "June", "July", "August",
+                  "September", "October", "November", "December")
+        year = datetime.now(UTC).year
+        for i in range(round(self.n_queries * self.dated_share)):
+            j = (i * 7919) % self.n_queries
+            when = qrng.choice(months) + (f" {qrng.choice((year - 1, year))}"
+                                          if qrng.random() < 0.5 else "")
+            self.queries[j] = self.queries[j].rstrip("?") + f" in {when}?"
 
     # --- loading --------------------------------------------------------------------
     def _vectors(self, clusters: np.ndarray) -> np.ndarray:
@@ -842,12 +888,28 @@ class Scale:
         cols = [str(f.column) for f in fields]
         now = timezone.now()
         kinds = ["fact", "event", "preference", "relation", "skill"]
+        peers = self.peers[account_id]
         done = 0
         while done < n:
             m = min(chunk, n - done)
             clusters = self.nprng.integers(0, self.n_clusters, size=m)
             vecs = self._vectors(clusters)
             ids = [uuid.uuid4() for _ in range(m)]
+            # Statement j comes from message msg_of[j]; a message's time, speaker and
+            # vector follow its first statement (sessions of consecutive messages).
+            n_msgs = max(1, round(m / SCALE_STATEMENTS_PER_MESSAGE))
+            msg_of = [j * n_msgs // m for j in range(m)]
+            msg_ids = [uuid.uuid4() for _ in range(n_msgs)]
+            first = {}
+            for j, k in enumerate(msg_of):
+                first.setdefault(k, j)
+            n_sess = -(-n_msgs // SCALE_SESSION_MESSAGES)
+            sess_ids = [uuid.uuid4() for _ in range(n_sess)]
+            sess_when = [now - _td(self.rng.random() * 730) for _ in range(n_sess)]
+            msg_when = [sess_when[k // SCALE_SESSION_MESSAGES] + _td(k % SCALE_SESSION_MESSAGES
+                                                                    / 1440) for k in range(n_msgs)]
+            msg_peer = [peers[self.rng.randrange(len(peers))] for _ in range(n_msgs)]
+            texts = [_sentence(self.rng, self.protos[int(c)]) for c in clusters]
             with account_context(account_id):
                 with connection.cursor() as cur:
                     cur.execute("SELECT set_config('memhouse.archive_import', 'on', true)")
@@ -864,19 +926,25 @@ class Scale:
                     cur.execute(f"CREATE TEMP TABLE bench_stage_v ON COMMIT DROP AS "
                                 f"SELECT {vcols} FROM memhouse_knowledge_vector WITH NO DATA")
                     with cur.copy(f"COPY bench_stage_k ({collist}) FROM STDIN") as cp:
-                        for kid, c in zip(ids, clusters, strict=True):
-                            when = now - _td(self.rng.random() * 730)
+                        for j, kid in enumerate(ids):
+                            if self.messages:
+                                when = msg_when[msg_of[j]]
+                                personal = self.rng.random() < SCALE_PERSONAL_SHARE
+                            else:
+                                when, personal = now - _td(self.rng.random() * 730), False
                             values = {
                                 "id": kid, "account_id": account_id, "scope_id": scope_id,
-                                "statement": _sentence(self.rng, self.protos[int(c)]),
-                                "subject_peer_id": None, "kind": self.rng.choice(kinds),
-                                "level": "scope", "confidence": round(
-                                    0.5 + 0.4 * self.rng.random(), 3),
-                                "sensitivity": "internal", "inserted_at": when,
+                                "statement": texts[j],
+                                "subject_peer_id": msg_peer[msg_of[j]] if personal else None,
+                                "kind": self.rng.choice(kinds),
+                                "level": "peer" if personal else "scope",
+                                "confidence": round(0.5 + 0.4 * self.rng.random(), 3),
+                                "sensitivity": "personal" if personal else "internal",
+                                "inserted_at": when,
                                 "state": "active", "verification": "gate_keep",
                                 "state_reason": "f4_gate_a_b_accepted",
-                                "source_count": 0, "extractor": "bench/synthetic",
-                                "updated_at": when,
+                                "source_count": int(self.messages),
+                                "extractor": "bench/synthetic", "updated_at": when,
                             }
                             cp.write_row([values[f.column] if f.column in values
                                           else _default(f) for f in fields])
@@ -887,11 +955,78 @@ class Scale:
                         for kid, vec in zip(ids, vecs, strict=True):
                             cp.write_row([uuid.uuid4(), account_id, kid, self.space.id, vec,
                                           now])
-                    cur.execute(f"INSERT INTO memhouse_knowledge ({collist}) "
-                                f"SELECT {collist} FROM bench_stage_k")
-                    cur.execute(f"INSERT INTO memhouse_knowledge_vector ({vcols}) "
-                                f"SELECT {vcols} FROM bench_stage_v")
+                    if self.messages:
+                        self._insert_messages(
+                            cur, account_id, scope_id,
+                            sessions=list(zip(sess_ids, sess_when, strict=True)),
+                            messages=[(mid, sess_ids[k // SCALE_SESSION_MESSAGES],
+                                       msg_peer[k], texts[first[k]], msg_when[k],
+                                       vecs[first[k]]) for k, mid in enumerate(msg_ids)],
+                            sources=[(kid, msg_ids[msg_of[j]]) for j, kid in enumerate(ids)],
+                            now=now, flush_knowledge=(collist, vcols))
+                    else:
+                        cur.execute(f"INSERT INTO memhouse_knowledge ({collist}) "
+                                    f"SELECT {collist} FROM bench_stage_k")
+                        cur.execute(f"INSERT INTO memhouse_knowledge_vector ({vcols}) "
+                                    f"SELECT {vcols} FROM bench_stage_v")
             done += m
+
+    def _insert_messages(self, cur: Any, account_id: Any, scope_id: Any, *,
+                         sessions: list[tuple[Any, Any]], messages: list[tuple[Any, ...]],
+                         sources: list[tuple[Any, Any]], now: Any,
+                         flush_knowledge: tuple[str, str]) -> None:
+        """Sessions, messages (with their vectors) and one KnowledgeSource per statement,
+        staged by COPY like the statements; the staged statements are inserted between
+        the messages and their sources (foreign keys)."""
+        from knowledge.models import KnowledgeSource, Message, Session
+        from retrieval.models import MessageVector
+
+        def stage(model: Any, rows: list[dict[str, Any]], binary: dict[str, str] | None = None
+                  ) -> str:
+            fields = list(model._meta.concrete_fields)
+            cols = ", ".join(str(f.column) for f in fields)
+            table = f"bench_stage_{model._meta.db_table.removeprefix('memhouse_')}"
+            cur.execute(f"CREATE TEMP TABLE {table} ON COMMIT DROP AS "
+                        f"SELECT {cols} FROM {model._meta.db_table} WITH NO DATA")
+            if binary:
+                with cur.copy(f"COPY {table} ({cols}) FROM STDIN WITH (FORMAT BINARY)") as cp:
+                    cp.set_types([binary[str(f.column)] for f in fields])
+                    for row in rows:
+                        cp.write_row([row[str(f.column)] for f in fields])
+            else:
+                with cur.copy(f"COPY {table} ({cols}) FROM STDIN") as cp:
+                    for row in rows:
+                        values = [row[f.column] if f.column in row else _default(f)
+                                  for f in fields]
+                        cp.write_row([json.dumps(v) if isinstance(v, dict | list) else v
+                                      for v in values])
+            cur.execute(f"INSERT INTO {model._meta.db_table} ({cols}) SELECT {cols} FROM {table}")
+            return table
+
+        base = {"account_id": account_id, "scope_id": scope_id}
+        stage(Session, [{**base, "id": sid, "external_id": f"synthetic-{sid.hex[:12]}",
+                         "started_at": when} for sid, when in sessions])
+        stage(Message, [{**base, "id": mid, "session_id": sid, "peer_id": peer, "text": text,
+                         "occurred_at": when, "inserted_at": when, "extracted_at": when}
+                        for mid, sid, peer, text, when, _ in messages])
+        collist, vcols = flush_knowledge
+        cur.execute(f"INSERT INTO memhouse_knowledge ({collist}) SELECT {collist} "
+                    f"FROM bench_stage_k")
+        cur.execute(f"INSERT INTO memhouse_knowledge_vector ({vcols}) SELECT {vcols} "
+                    f"FROM bench_stage_v")
+        noise = self.nprng.normal(0.0, self.noise / 2, size=(len(messages),
+                                                             self.centers.shape[1]))
+        mvecs = np.asarray([m[5] for m in messages], dtype=np.float32) + noise.astype(np.float32)
+        mvecs /= np.linalg.norm(mvecs, axis=1, keepdims=True)
+        stage(MessageVector, [{"id": uuid.uuid4(), "account_id": account_id, "message_id": m[0],
+                               "space_id": self.space.id, "embedding": v, "created_at": now}
+                              for m, v in zip(messages, mvecs, strict=True)],
+              binary={"id": "uuid", "account_id": "uuid", "message_id": "uuid",
+                      "space_id": "uuid", "embedding": "vector", "created_at": "timestamptz"})
+        stage(KnowledgeSource, [{"id": uuid.uuid4(), "account_id": account_id,
+                                 "knowledge_id": kid, "message_id": mid,
+                                 "document_version_id": None, "excerpt": "", "created_at": now}
+                                for kid, mid in sources])
 
     def load_to(self, size: int) -> dict[str, Any]:
         from django.db import connection
@@ -908,6 +1043,7 @@ class Scale:
         t = time.monotonic()
         with connection.cursor() as cur:
             cur.execute(f"DROP INDEX IF EXISTS {self.index}")
+            cur.execute(f"DROP INDEX IF EXISTS {self.message_index}")
         # space_ensure creates a space's index once per process: forget it, so the call
         # after the load builds it again (without this the scale part found no index).
         from retrieval import vectors
@@ -923,8 +1059,9 @@ class Scale:
         load_s = time.monotonic() - t
         t = time.monotonic()
         with connection.cursor() as cur:
-            cur.execute("ANALYZE memhouse_knowledge")
-            cur.execute("ANALYZE memhouse_knowledge_vector")
+            for table in ("knowledge", "knowledge_vector", "message", "message_vector",
+                          "knowledge_source", "session"):
+                cur.execute(f"ANALYZE memhouse_{table}")
         analyze_s = time.monotonic() - t
         t = time.monotonic()
         with connection.cursor() as cur:
@@ -963,15 +1100,35 @@ class Scale:
 
     # --- measuring ------------------------------------------------------------------
     def measure(self, size: int, info: dict[str, Any]) -> dict[str, Any]:
+        from memhouse.principal import Reader, internal_reader
+
+        account_id, _ = self.target
+        out = {**info, **self._measure_reader(size, internal_reader(account_id))}
+        emb = []
+        for q in self.queries[:50]:
+            t = time.monotonic()
+            self.embedder.embed_query(q)
+            emb.append((time.monotonic() - t) * 1000)
+        out["query_embedding_ms"] = pct(emb)
+        out["explain"] = self.explain(self.queries[0])
+        if self.peer_reader:
+            # One of the speakers: personal facts about the others, and the messages they
+            # came from, are hidden from them (lineage.visible_messages).
+            peer = Reader(account_id=account_id, posture="peer",
+                          peer_id=self.peers[account_id][0], scope_roots=None)
+            out["peer_reader"] = self._measure_reader(size, peer, label="peer")
+        return out
+
+    def _measure_reader(self, size: int, reader: Any, label: str = "internal"
+                        ) -> dict[str, Any]:
+        from knowledge.ingest.dates import named_times
         from knowledge.models import Scope
-        from memhouse.principal import internal_reader
         from memhouse.tenancy import account_context
         from retrieval import engine
         from retrieval.embedding import query_cache
         from retrieval.profiles import BASE_PROFILES
 
         account_id, scope_id = self.target
-        reader = internal_reader(account_id)
         with account_context(account_id):
             scope = Scope.objects.get(id=scope_id)
         profile = BASE_PROFILES["balanced"]
@@ -983,7 +1140,6 @@ class Scale:
                 res = engine.search(reader=reader, scope=scope, query=q, profile=profile,
                                     limit=20)
             return (time.monotonic() - t) * 1000, res
-
         for i in range(self.warmup):  # warm-up: caches, connections, plans, index pages
             one(self.queries[i % len(self.queries)])
         wall, eng, dropped_any = [], [], 0
@@ -1003,26 +1159,23 @@ class Scale:
                 contributed[n] += 1
             returned.append(len(res.candidates))
             if (i + 1) % 50 == 0:
-                log(f"scale {size}: {i + 1}/{len(self.queries)} searches, "
+                log(f"scale {size} ({label} reader): {i + 1}/{len(self.queries)} searches, "
                     f"p50 {np.percentile(wall, 50):.0f} ms")
         timer.uninstall()
-        emb = []
-        for q in self.queries[:50]:
-            t = time.monotonic()
-            self.embedder.embed_query(q)
-            emb.append((time.monotonic() - t) * 1000)
+        dated = {i for i, q in enumerate(self.queries) if named_times(q, datetime.now(UTC))}
         return {
-            **info,
+            "reader": label,
             "searches": len(self.queries),
             "latency_ms": pct(wall),
+            "latency_ms_questions_naming_a_time": pct([w for i, w in enumerate(wall)
+                                                       if i in dated]),
+            "questions_naming_a_time": len(dated),
             "engine_elapsed_ms": pct(eng),
-            "query_embedding_ms": pct(emb),
             "searches_with_timeout_drop": dropped_any,
             "dropped_strategies": dict(dropped),
             "contributed_strategies": dict(contributed),
             "mean_candidates_returned": round(float(np.mean(returned)), 2),
             "strategy_timings": timer.report(),
-            "explain": self.explain(self.queries[0]),
         }
 
     def explain(self, query: str) -> dict[str, Any]:
@@ -1107,6 +1260,11 @@ class Scale:
                 f"{res['searches_with_timeout_drop']} searches dropped a strategy; "
                 f"semantic uses HNSW: "
                 f"{res['explain'].get('semantic', {}).get('uses_hnsw_index')}")
+            if "peer_reader" in res:
+                lat = res["peer_reader"]["latency_ms"]
+                log(f"scale {size}, peer reader: p50 {lat['p50']} p95 {lat['p95']} p99 "
+                    f"{lat['p99']} ms, {res['peer_reader']['searches_with_timeout_drop']} "
+                    f"searches dropped a strategy")
             self.write()
         return self.results
 
@@ -1125,7 +1283,7 @@ def _default(field: Any) -> Any:
         return field.get_default()
     if field.null:
         return None
-    raise RuntimeError(f"no value for Knowledge.{field.name}")
+    raise RuntimeError(f"no value for {field.model.__name__}.{field.name}")
 
 
 # =======================================================================================
@@ -1205,6 +1363,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave-one-conversation-out cross-validation of balanced's fusion "
                          "parameters over CV_GRID (needs the LoCoMo part)")
     ap.add_argument("--scale-queries", type=int, default=200)
+    ap.add_argument("--no-scale-messages", action="store_true",
+                    help="scale part: statements only, no source messages (as before "
+                         "2026-12-04 evening; semantic's message lanes then read nothing)")
+    ap.add_argument("--scale-dated-share", type=float, default=0.25,
+                    help="scale part: share of the questions that name a time ('in July')")
+    ap.add_argument("--scale-peer-reader", action="store_true",
+                    help="scale part: also search as one of the speakers (a peer reader)")
     ap.add_argument("--scale-warmup", type=int, default=10,
                     help="searches before the measured ones at each size (a cold HNSW "
                          "index at 1M needs ~100 to reach its steady state)")
@@ -1267,6 +1432,9 @@ def main(argv: list[str] | None = None) -> int:
             else "retrieval.entities.rebuild_entities after ingest/load",
             "sizes": args.sizes, "scale_queries": args.scale_queries,
             "scale_warmup": args.scale_warmup,
+            "scale_messages": not args.no_scale_messages,
+            "scale_dated_share": args.scale_dated_share,
+            "scale_peer_reader": args.scale_peer_reader,
             "others_share": args.others_share, "clusters": args.clusters,
             "noise": args.noise, "seed": args.seed, "cpu_count": os.cpu_count(),
             **threads,
@@ -1357,7 +1525,9 @@ def main(argv: list[str] | None = None) -> int:
         scale = Scale(sizes=sizes, n_queries=args.scale_queries,
                       others_share=args.others_share, clusters=args.clusters,
                       noise=args.noise, entities=not args.no_entity_rebuild, seed=args.seed,
-                      write=write, warmup=args.scale_warmup)
+                      write=write, warmup=args.scale_warmup,
+                      messages=not args.no_scale_messages,
+                      dated_share=args.scale_dated_share, peer_reader=args.scale_peer_reader)
         payload["scale"] = scale.results
         scale.run()
     payload["python_peak_rss_mb"] = common.python_peak_rss_mb()

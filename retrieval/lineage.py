@@ -65,15 +65,24 @@ def operation(k: Knowledge) -> str:
     return "extraction"
 
 
+def messages_in_scope(reader: Reader, scope_ids: Any) -> QuerySet[Message]:
+    """Every message of the reader's Account in `scope_ids`, visible or not: only for
+    reading candidates whose visibility `visible_messages` then decides."""
+    return Message.objects.filter(account_id=reader.account_id, scope_id__in=scope_ids)
+
+
 def visible_messages(reader: Reader, scope_ids: Any, *, at: Any = None) -> QuerySet[Message]:
     """Source messages the reader may see: in `scope_ids`, and spoken by the reader or
     with every statement derived from them visible to the reader."""
-    qs = Message.objects.filter(account_id=reader.account_id, scope_id__in=scope_ids)
+    qs = messages_in_scope(reader, scope_ids)
     if reader.posture == "internal":
         return qs
-    vis = visible_knowledge(reader=reader, scope_ids=scope_ids, at=at).values("id")
+    vis = visible_knowledge(reader=reader, scope_ids=scope_ids, at=at)
     derived = KnowledgeSource.objects.filter(message_id=OuterRef("pk"))
-    hidden_derived = derived.exclude(knowledge_id__in=vis)
+    # NOT EXISTS per derived statement, not NOT IN (the visible set): PostgreSQL cannot
+    # turn NOT IN into an anti-join, so it built the reader's whole visible set even to
+    # check a handful of messages (semantic's message lanes check only their candidates).
+    hidden_derived = derived.filter(~Exists(vis.filter(id=OuterRef("knowledge_id"))))
     allowed = Exists(derived) & ~Exists(hidden_derived)
     if reader.peer_id is not None:
         allowed = Q(peer_id=reader.peer_id) | allowed

@@ -37,7 +37,7 @@ from django.db.models import Q, QuerySet
 
 from knowledge.ingest.dates import named_times
 from knowledge.models import Message
-from retrieval.lineage import visible_messages
+from retrieval.lineage import messages_in_scope, visible_messages
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_ids_sql
 
@@ -78,8 +78,19 @@ def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[st
     return sorted(((kid, float(d)) for kid, d in rows), key=lambda r: (r[1], r[0]))
 
 
-def _nearest_messages(ctx: StrategyContext, messages: QuerySet[Message], limit: int
-                      ) -> list[tuple[Any, float]]:
+# A reader other than internal may not see every message of the scope, and deciding
+# which (lineage.visible_messages) checks every statement derived from a message: for a
+# whole scope that grows with the scope (~75 ms at 7k messages, bench/README.md). So the
+# lanes read the nearest messages of the scope first and decide visibility for those
+# only, CANDIDATE_FACTOR times more each round until `limit` visible ones are found.
+CANDIDATE_FACTOR = 4
+# A turn lends to the next turn of its session the reader may see, looking this many
+# turns ahead (hidden ones in between are skipped, never lent to).
+LEND_WINDOW = 5
+
+
+def _ann_messages(ctx: StrategyContext, messages: QuerySet[Message], limit: int
+                  ) -> list[tuple[Any, float]]:
     """(message id, cosine similarity) of the `limit` messages of `messages` nearest to
     the query in its space, nearest first."""
     dims = len(ctx.query_vector or ())
@@ -93,6 +104,76 @@ def _nearest_messages(ctx: StrategyContext, messages: QuerySet[Message], limit: 
     return [(mid, float(sim)) for mid, sim in rows]
 
 
+def _visible_ids(ctx: StrategyContext, ids: list[Any]) -> set[Any]:
+    """Which of `ids` the reader may see: lineage.visible_messages, in SQL, for these
+    messages only."""
+    if not ids:
+        return set()
+    return set(visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
+               .filter(id__in=ids).values_list("id", flat=True))
+
+
+def _nearest_messages(ctx: StrategyContext, said: Q | None, limit: int
+                      ) -> list[tuple[Any, float]]:
+    """(message id, similarity) of the `limit` messages nearest to the query that the
+    reader may see (and, with `said`, were said within it), nearest first."""
+    scope = messages_in_scope(ctx.reader, ctx.scope_ids)
+    if said is not None:
+        scope = scope.filter(said)
+    if ctx.reader.posture == "internal":  # sees every message of its scopes
+        return _ann_messages(ctx, scope, limit)
+    k = limit * CANDIDATE_FACTOR
+    while True:
+        candidates = _ann_messages(ctx, scope, k)
+        visible = _visible_ids(ctx, [mid for mid, _ in candidates])
+        hits = [(mid, sim) for mid, sim in candidates if mid in visible]
+        if len(hits) >= limit or len(candidates) < k:
+            return hits[:limit]
+        k *= CANDIDATE_FACTOR
+
+
+def _lent(ctx: StrategyContext, hits: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    """(next message, the hit's similarity) per hit: the first of the LEND_WINDOW messages
+    after it in its session (arrival order) that the reader may see."""
+    rows = fetch(
+        "SELECT h.id, n.id FROM unnest(%s::uuid[]) AS h(id) "
+        "JOIN memhouse_message m ON m.id = h.id CROSS JOIN LATERAL ("
+        "SELECT v.id, v.occurred_at, v.inserted_at FROM memhouse_message v "
+        "WHERE v.session_id = m.session_id AND v.account_id = m.account_id "
+        "AND v.scope_id = ANY(%s::uuid[]) "
+        "AND (v.occurred_at, v.inserted_at, v.id) > (m.occurred_at, m.inserted_at, m.id) "
+        "ORDER BY v.occurred_at, v.inserted_at, v.id LIMIT %s) n "
+        "ORDER BY h.id, n.occurred_at, n.inserted_at, n.id",
+        [[h[0] for h in hits], [str(s) for s in ctx.scope_ids], LEND_WINDOW])
+    # The internal reader sees every message of its scopes (lineage.visible_messages).
+    visible = ({nid for _, nid in rows} if ctx.reader.posture == "internal"
+               else _visible_ids(ctx, [nid for _, nid in rows]))
+    sim = dict(hits)
+    out: dict[Any, float] = {}
+    for hid, nid in rows:
+        if hid not in out and nid in visible:
+            out[hid] = nid
+    return [(nid, sim[hid]) for hid, nid in out.items()]
+
+
+def _statements_of(ctx: StrategyContext, scored: list[tuple[Any, float]], messages: int,
+                   limit: int) -> list[tuple[str, float]]:
+    """The best `messages` of the scored (message, similarity) pairs (a message's best
+    pair), then their statements the reader may see, each scored by its best message."""
+    visible_sql, visible_params = visible_ids_sql(ctx)
+    rows = fetch(
+        f"WITH s(id, sim) AS (SELECT * FROM unnest(%s::uuid[], %s::float8[])), "
+        f"best AS (SELECT id, max(sim) AS sim FROM s GROUP BY id "
+        f"ORDER BY sim DESC, id LIMIT %s) "
+        f"SELECT ks.knowledge_id::text, max(b.sim) AS sim FROM best b "
+        f"JOIN memhouse_knowledge_source ks ON ks.message_id = b.id "
+        f"WHERE ks.knowledge_id IN ({visible_sql}) "
+        f"GROUP BY ks.knowledge_id ORDER BY sim DESC, ks.knowledge_id LIMIT %s",
+        [[m for m, _ in scored], [float(v) for _, v in scored], messages, *visible_params,
+         limit])
+    return [(kid, float(sim)) for kid, sim in rows]
+
+
 def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     """The source-turn lane: the `limit` nearest visible messages, each also lending its
     similarity to the next visible message of its session (arrival order), best `limit`
@@ -100,28 +181,10 @@ def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     each scored by its best source message. Messages are exactly the reader's
     `lineage.visible_messages`, statements the visibility filter every strategy uses,
     so nothing hidden is reached or ranks anything."""
-    messages = visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
-    msg_sql, msg_params = messages.values("id").query.sql_with_params()
-    hits = _nearest_messages(ctx, messages, limit)
+    hits = _nearest_messages(ctx, None, limit)
     if not hits:
         return []
-    visible_sql, visible_params = visible_ids_sql(ctx)
-    rows = fetch(
-        f"WITH hit(id, sim) AS (SELECT * FROM unnest(%s::uuid[], %s::float8[])), "
-        f"lent AS (SELECT n.id, h.sim FROM hit h JOIN memhouse_message m ON m.id = h.id "
-        f"CROSS JOIN LATERAL (SELECT v.id FROM memhouse_message v "
-        f"WHERE v.session_id = m.session_id AND (v.occurred_at, v.inserted_at, v.id) > "
-        f"(m.occurred_at, m.inserted_at, m.id) AND v.id IN ({msg_sql}) "
-        f"ORDER BY v.occurred_at, v.inserted_at, v.id LIMIT 1) n), "
-        f"best AS (SELECT id, max(sim) AS sim FROM (SELECT * FROM hit UNION ALL "
-        f"SELECT * FROM lent) s GROUP BY id ORDER BY sim DESC, id LIMIT %s) "
-        f"SELECT ks.knowledge_id::text, max(b.sim) AS sim FROM best b "
-        f"JOIN memhouse_knowledge_source ks ON ks.message_id = b.id "
-        f"WHERE ks.knowledge_id IN ({visible_sql}) "
-        f"GROUP BY ks.knowledge_id ORDER BY sim DESC, ks.knowledge_id LIMIT %s",
-        [[h[0] for h in hits], [float(h[1]) for h in hits], *msg_params, limit,
-         *visible_params, limit])
-    return [(kid, float(sim)) for kid, sim in rows]
+    return _statements_of(ctx, hits + _lent(ctx, hits), limit, limit)
 
 
 def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
@@ -134,19 +197,10 @@ def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     said = Q(occurred_at__month__in=named.months) if named.months else Q(pk__in=[])
     for start, end in named.windows:
         said |= Q(occurred_at__gte=start, occurred_at__lt=end)
-    hits = _nearest_messages(
-        ctx, visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now).filter(said), limit)
+    hits = _nearest_messages(ctx, said, limit)
     if not hits:
         return []
-    visible_sql, visible_params = visible_ids_sql(ctx)
-    rows = fetch(
-        f"SELECT ks.knowledge_id::text, max(h.sim) AS sim "
-        f"FROM unnest(%s::uuid[], %s::float8[]) AS h(id, sim) "
-        f"JOIN memhouse_knowledge_source ks ON ks.message_id = h.id "
-        f"WHERE ks.knowledge_id IN ({visible_sql}) "
-        f"GROUP BY ks.knowledge_id ORDER BY sim DESC, ks.knowledge_id LIMIT %s",
-        [[h[0] for h in hits], [float(h[1]) for h in hits], *visible_params, limit])
-    return [(kid, float(sim)) for kid, sim in rows]
+    return _statements_of(ctx, hits, limit, limit)
 
 
 def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:

@@ -141,3 +141,43 @@ def test_a_hidden_turn_in_between_neither_lends_nor_blocks(dialogue):
     after = dict(_search(w, bob).lists[SOURCE_TURNS])
     assert secret not in after
     assert after[ids["woodhaven"]] == pytest.approx(before)
+
+
+def test_hidden_messages_nearer_than_the_visible_ones_are_read_past(dialogue):
+    """A peer reader's lanes read the nearest messages of the scope first and decide
+    visibility for those only, more each round: with more hidden messages nearer to the
+    query than the first round reads, the visible one is still found, and no hidden one
+    is returned."""
+    from django.utils import timezone
+
+    from retrieval.lexical import analyze
+    from retrieval.strategies import semantic
+    from retrieval.strategies.base import StrategyContext
+
+    w, ids = dialogue
+    hidden = []
+    with account_context(w.account.id):
+        session = Message.objects.get(id=ids["answer_msg"]).session
+        for n in range(6):  # Alice's own turns, each the source of a personal fact
+            msg = Message.objects.create(
+                account=w.account, peer=w.subject, scope=w.scope, session=session,
+                text=f"{QUERY} To the clinic, visit {n}.",
+                occurred_at=datetime(2024, 3, 2, 10 + n, tzinfo=UTC))
+            _add(w, f"Alice had treatment {n} at the clinic in Woodhaven.",
+                 sensitivity="personal", sources=[{"message": msg, "excerpt": "clinic"}])
+            hidden.append(str(msg.id))
+    embed_messages(w.account.id, hidden)
+    with account_context(w.account.id):
+        carol = _reader(w, "carol")
+        scope = Scope.objects.get(path="/marketing/social")
+        space_id, vector = engine._space_and_vector(carol, QUERY)
+        ctx = StrategyContext(reader=carol, scope_ids=engine.scope_chain(scope).ids,
+                              query=QUERY, lexical=analyze(QUERY), now=timezone.now(),
+                              limit=1, query_vector=tuple(vector), space_id=space_id)
+        first_round = semantic._ann_messages(
+            ctx, semantic.messages_in_scope(carol, ctx.scope_ids),
+            semantic.CANDIDATE_FACTOR)
+        # Bob's question produced no statement: hidden from Carol as well.
+        assert {str(m) for m, _ in first_round} <= {*hidden, ids["question_msg"]}
+        found = semantic._nearest_messages(ctx, None, 1)
+    assert [str(m) for m, _ in found] == [ids["answer_msg"]]
