@@ -149,7 +149,7 @@ def _lent(ctx: StrategyContext, hits: list[tuple[Any, float]]) -> list[tuple[Any
     visible = ({nid for _, nid in rows} if ctx.reader.posture == "internal"
                else _visible_ids(ctx, [nid for _, nid in rows]))
     sim = dict(hits)
-    out: dict[Any, float] = {}
+    out: dict[Any, Any] = {}  # hit -> the message it lends to
     for hid, nid in rows:
         if hid not in out and nid in visible:
             out[hid] = nid
