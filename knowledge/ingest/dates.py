@@ -765,7 +765,8 @@ class NamedTimes:
 
 def named_times(text: str, now: datetime) -> NamedTimes:
     """The dates, months, years and seasons `text` names, absolute ones as said and
-    relative ones ("last week", "yesterday") resolved against `now` (aware). Vague words
+    relative ones ("last week", "yesterday") resolved against `now` (aware), or against
+    the absolute date the text also names ("the week before August 3, 2023"). Vague words
     ("recently") and a bare weekday without "on" name no time."""
     local = _local(now)
     windows: list[tuple[datetime, datetime]] = []
@@ -780,13 +781,10 @@ def named_times(text: str, now: datetime) -> NamedTimes:
         if (start, end) not in windows:
             windows.append((start, end))
 
-    taken: list[tuple[int, int]] = []
-    for match in _REL.finditer(text):
-        if match.group("vague") or ((match.group("wd") or match.group("ord")) and not (
-                match.group("prefix") or match.group("wdon") or match.group("ordon"))):
-            continue
-        add(_safe_window(_relative_window, match, local, False))
-        taken.append((match.start(), match.end()))
+    relative = [m for m in _REL.finditer(text)
+                if not (m.group("vague") or ((m.group("wd") or m.group("ord")) and not (
+                    m.group("prefix") or m.group("wdon") or m.group("ordon"))))]
+    taken = [(m.start(), m.end()) for m in relative]
     for match in _SEASON_NAMED.finditer(text):
         season, year = match.group("season").lower(), match.group("year")
         if year:
@@ -794,6 +792,7 @@ def named_times(text: str, now: datetime) -> NamedTimes:
         else:
             months.extend(m for m in _SEASON_MONTHS[season] if m not in months)
         taken.append((match.start(), match.end()))
+    anchor = local
     for match in _ABS.finditer(text) if _ABS_HINT.search(text) else ():
         if any(match.start() < e and s < match.end() for s, e in taken):
             continue
@@ -808,5 +807,10 @@ def named_times(text: str, now: datetime) -> NamedTimes:
             if month not in months:
                 months.append(month)
             continue
-        add(_safe_window(_absolute_window, match, local, False))
+        window = _safe_window(_absolute_window, match, local, False)
+        if window is not None and window.unit == "day" and anchor is local:
+            anchor = window.start or local
+        add(window)
+    for match in relative:
+        add(_safe_window(_relative_window, match, anchor, False))
     return NamedTimes(tuple(windows), tuple(months))

@@ -57,3 +57,11 @@ def test_a_day_window_is_widened_by_the_slack_only():
 def test_needs_an_aware_now():
     with pytest.raises(ValueError):
         named_times("in July", datetime(2026, 12, 4))  # noqa: DTZ001 (naive on purpose)
+
+
+def test_a_relative_time_beside_a_date_is_read_against_the_date():
+    named = named_times("What did Maria do last weekend before April 10, 2023?", NOW)
+    assert len(named.windows) == 2
+    assert all(_d(2023, 3, 1) < start < end < _d(2023, 4, 15) for start, end in named.windows)
+    (start, end), = named_times("What did Maria do last weekend?", NOW).windows
+    assert start > _d(2026, 11, 1)
