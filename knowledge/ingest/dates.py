@@ -578,10 +578,8 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
             continue
         prefix = match.group("aprefix")
         prefix_key = " ".join(prefix.lower().split()) if prefix else None
-        if (match.group("m3") and not match.group("y3")) or match.group("y4"):
-            modifier = match.group("mod") or match.group("mody")
-            if prefix_key not in _ABS_PREFIX_REQUIRED and not modifier:
-                continue
+        if _unanchored(match, prefix_key):
+            continue
         claim = _CLAIM_DATE_CONTEXT.search(text, 0, match.start()) is not None
         value = not claim and (_value_date(text, match.start(), prefix_key) or (
             prefix is None and _dangling(text, match.start())))
@@ -600,6 +598,14 @@ def _find_dates(text: str, local: datetime) -> list[_DateHit]:
                              claim or value, None, value))
     hits.sort(key=lambda hit: hit.start)
     return _join_ranges(text, hits)
+
+
+def _unanchored(match: re.Match[str], prefix_key: str | None) -> bool:
+    """A bare month or year (no day, no year with the month) without "in", "since", ...
+    or early/mid/late names no time: "May I ask", "the 2022 model"."""
+    bare = (match.group("m3") and not match.group("y3")) or match.group("y4")
+    return bool(bare) and prefix_key not in _ABS_PREFIX_REQUIRED and not (
+        match.group("mod") or match.group("mody"))
 
 
 def _second_day(text: str, hits: list[_DateHit], match: re.Match[str]) -> bool:
@@ -742,8 +748,8 @@ def strip_relative_dates(text: str, occurred_at: datetime) -> str:
 # February" is often said the day after, or the Friday before the weekend it names
 # (LoCoMo dev: +-3 days kept more evidence than +-0, +-7 or +-14; bench/README.md).
 NAMED_DAY_SLACK = timedelta(days=3)
-_SEASON_MONTHS = {"spring": (3, 4, 5), "summer": (6, 7, 8), "fall": (9, 10, 11),
-                  "autumn": (9, 10, 11), "winter": (12, 1, 2)}
+_SEASON_MONTHS = {season: tuple((start + i - 1) % 12 + 1 for i in range(3))
+                  for season, start in _SEASON_START.items()}
 _SEASON_NAMED = re.compile(
     rf"\b(?:in|during|of|over)\s+(?:the\s+)?(?P<season>{_SEASON})"
     r"(?:\s+(?:of\s+)?(?P<year>(?:19|20)\d{2}))?\b", re.I)
@@ -798,9 +804,8 @@ def named_times(text: str, now: datetime) -> NamedTimes:
             continue
         g = match.group
         prefix = " ".join(g("aprefix").lower().split()) if g("aprefix") else None
-        bare = (g("m3") and not g("y3")) or g("y4")
-        if bare and prefix not in _ABS_PREFIX_REQUIRED and not (g("mod") or g("mody")):
-            continue  # "May I ask", "the 2022 model": no time without "in", "since", ...
+        if _unanchored(match, prefix):
+            continue
         month_token = g("m1") or g("m2") or g("m3")
         if month_token and not (g("y1") or g("y2") or g("y3")):
             month = _MONTHS[month_token.lower().rstrip(".")[:3]]

@@ -156,10 +156,11 @@ def _lent(ctx: StrategyContext, hits: list[tuple[Any, float]]) -> list[tuple[Any
     return [(nid, sim[hid]) for hid, nid in out.items()]
 
 
-def _statements_of(ctx: StrategyContext, scored: list[tuple[Any, float]], messages: int,
-                   limit: int) -> list[tuple[str, float]]:
-    """The best `messages` of the scored (message, similarity) pairs (a message's best
-    pair), then their statements the reader may see, each scored by its best message."""
+def _statements_of(ctx: StrategyContext, scored: list[tuple[Any, float]], limit: int
+                   ) -> list[tuple[str, float]]:
+    """The best `limit` messages of the scored (message, similarity) pairs (a message's
+    best pair), then up to `limit` of their statements the reader may see, each scored by
+    its best message."""
     visible_sql, visible_params = visible_ids_sql(ctx)
     rows = fetch(
         f"WITH s(id, sim) AS (SELECT * FROM unnest(%s::uuid[], %s::float8[])), "
@@ -169,7 +170,7 @@ def _statements_of(ctx: StrategyContext, scored: list[tuple[Any, float]], messag
         f"JOIN memhouse_knowledge_source ks ON ks.message_id = b.id "
         f"WHERE ks.knowledge_id IN ({visible_sql}) "
         f"GROUP BY ks.knowledge_id ORDER BY sim DESC, ks.knowledge_id LIMIT %s",
-        [[m for m, _ in scored], [float(v) for _, v in scored], messages, *visible_params,
+        [[m for m, _ in scored], [float(v) for _, v in scored], limit, *visible_params,
          limit])
     return [(kid, float(sim)) for kid, sim in rows]
 
@@ -184,7 +185,7 @@ def _source_turns(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     hits = _nearest_messages(ctx, None, limit)
     if not hits:
         return []
-    return _statements_of(ctx, hits + _lent(ctx, hits), limit, limit)
+    return _statements_of(ctx, hits + _lent(ctx, hits), limit)
 
 
 def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
@@ -200,7 +201,7 @@ def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     hits = _nearest_messages(ctx, said, limit)
     if not hits:
         return []
-    return _statements_of(ctx, hits, limit, limit)
+    return _statements_of(ctx, hits, limit)
 
 
 def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:
