@@ -309,6 +309,9 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
                 engine_ms.append(res.elapsed_ms)
                 for d in res.strategies["dropped"]:
                     dropped[f"{d['name']}:{d['reason']}"] += 1
+                for o in res.retrieval_outcomes:  # a lane past its own time
+                    if o["outcome"] == "dropped":
+                        dropped[f"{o['strategy']}:{o['reason_class']}"] += 1
                 for name in res.strategies["contributed"]:
                     contributed[name] += 1
                 reranks[":".join(str(v) for v in (res.rerank.get("status"),
@@ -1155,6 +1158,9 @@ class Scale:
             dropped_any += bool(reasons)
             for d in res.strategies["dropped"]:
                 dropped[f"{d['name']}:{d['reason']}"] += 1
+            for o in res.retrieval_outcomes:  # a lane past its own time
+                if o["outcome"] == "dropped":
+                    dropped[f"{o['strategy']}:{o['reason_class']}"] += 1
             for n in res.strategies["contributed"]:
                 contributed[n] += 1
             returned.append(len(res.candidates))

@@ -287,6 +287,8 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         if "authorization_filtered" in r.flags:
             outcomes.append({"strategy": name, "outcome": "candidate_filter",
                              "reason_class": "authorization_filtered"})
+        for lane, why in sorted(r.lanes_dropped.items()):
+            outcomes.append({"strategy": lane, "outcome": "dropped", "reason_class": why})
     disagreement = fusion.disagreement(lists, query_dependent=set(QUERY_DEPENDENT))
     fused_lists = dict(lists)  # the strategies' lists and their lanes' (not strategies)
     for r in done.values():

@@ -46,6 +46,9 @@ class StrategyResult:
     # A strategy's further ranked lists, fused beside its own under their own profile
     # weight (e.g. semantic's "semantic.source_turns"); dropped with the strategy.
     extra_lists: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    # Lanes that ran out of their own time (lane -> "timeout"); the strategy's own list
+    # and its other lanes stand.
+    lanes_dropped: dict[str, str] = field(default_factory=dict)
     # Content-free flags the engine turns into retrieval_outcomes (e.g. lexical terms
     # matched active rows that the reader may not see).
     flags: set[str] = field(default_factory=set)

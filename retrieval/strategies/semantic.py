@@ -29,10 +29,11 @@ only bounds which messages it reads.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q, QuerySet
 
 from knowledge.ingest.dates import named_times
@@ -82,8 +83,18 @@ def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[st
 # which (lineage.visible_messages) checks every statement derived from a message: for a
 # whole scope that grows with the scope (~75 ms at 7k messages, bench/README.md). So the
 # lanes read the nearest messages of the scope first and decide visibility for those
-# only, CANDIDATE_FACTOR times more each round until `limit` visible ones are found.
+# only: CANDIDATE_FIRST times `limit` in the first round (most messages are usually
+# visible), CANDIDATE_FACTOR times more each further round until `limit` visible ones
+# are found. A filtered scan (the said-when lane's time) pays for every candidate it
+# reads: at 1M messages one of a month of a given year took ~200 ms for 4x `limit`
+# candidates, ~110 ms for 2x (EXPLAIN ANALYZE, bench/README.md).
+CANDIDATE_FIRST = 2
 CANDIDATE_FACTOR = 4
+# A lane is an extra list: it must never cost semantic its own. Each statement of a lane
+# runs under this statement_timeout (or the strategy's, when shorter), in a savepoint, so
+# a lane that overruns is cancelled and dropped alone (reported in the search's
+# retrieval_outcomes) while semantic's list still arrives before the deadline.
+LANE_STATEMENT_MS = 150
 # A turn lends to the next turn of its session the reader may see, looking this many
 # turns ahead (hidden ones in between are skipped, never lent to).
 LEND_WINDOW = 5
@@ -122,7 +133,7 @@ def _nearest_messages(ctx: StrategyContext, said: Q | None, limit: int
         scope = scope.filter(said)
     if ctx.reader.posture == "internal":  # sees every message of its scopes
         return _ann_messages(ctx, scope, limit)
-    k = limit * CANDIDATE_FACTOR
+    k = limit * CANDIDATE_FIRST
     while True:
         candidates = _ann_messages(ctx, scope, k)
         visible = _visible_ids(ctx, [mid for mid, _ in candidates])
@@ -204,6 +215,27 @@ def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     return _statements_of(ctx, hits, limit)
 
 
+def _lane(result: StrategyResult, name: str,
+          read: Callable[[], list[tuple[str, float]]]) -> None:
+    """Run one lane under LANE_STATEMENT_MS; its list, or its drop on a timeout."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT setting::int FROM pg_settings WHERE name = 'statement_timeout'")
+        outer = cur.fetchone()[0]  # ms; 0 = none
+    budget = min(LANE_STATEMENT_MS, outer) if outer else LANE_STATEMENT_MS
+    try:
+        with transaction.atomic():  # a savepoint: a cancelled statement rolls back alone
+            with connection.cursor() as cur:
+                cur.execute(f"SET LOCAL statement_timeout = {int(budget)}")
+            result.extra_lists[name] = read()
+            with connection.cursor() as cur:  # releasing a savepoint keeps a SET LOCAL
+                cur.execute(f"SET LOCAL statement_timeout = {int(outer)}")
+    except OperationalError as exc:
+        # Only the lane's own timeout; the engine cancelling the strategy propagates.
+        if "statement timeout" not in str(exc):
+            raise
+        result.lanes_dropped[name] = "timeout"
+
+
 def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:
     """The Account has vectors, none of them in `space_id` (None: a space never created)."""
     rows = fetch("SELECT EXISTS (SELECT 1 FROM memhouse_knowledge_vector WHERE account_id = %s"
@@ -261,7 +293,7 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
         result.candidates.append((kid, 1.0 - distance))
         result.details[kid] = {"cosine_distance": round(distance, 6)}
     if ctx.options.get("source_turns"):
-        result.extra_lists[SOURCE_TURNS] = _source_turns(ctx, ctx.limit)
+        _lane(result, SOURCE_TURNS, lambda: _source_turns(ctx, ctx.limit))
     if ctx.options.get("said_when"):
-        result.extra_lists[SAID_WHEN] = _said_when(ctx, ctx.limit)
+        _lane(result, SAID_WHEN, lambda: _said_when(ctx, ctx.limit))
     return result, ctx.space_id

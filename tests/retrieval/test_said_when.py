@@ -129,3 +129,82 @@ def test_profiles_without_the_lane_weight_do_not_run_it(two_trips):
                                 profile=profile, limit=5)
             assert SAID_WHEN not in res.lists
             assert all(SAID_WHEN not in c["scores"] for c in res.candidates)
+
+
+def test_a_lane_that_overruns_its_time_is_dropped_alone(two_trips, monkeypatch):
+    """A lane runs under its own statement_timeout: cancelled, it drops out of the search
+    (reported in retrieval_outcomes) while semantic's own list and its other lane stand,
+    and the statements after it run under the strategy's timeout again."""
+    from django.db import connection
+
+    from retrieval.strategies import semantic
+
+    w, ids = two_trips
+    slow_reads: list[str] = []
+    after: list[str] = []
+
+    def slow_said_when(ctx, limit):
+        slow_reads.append(ctx.query)
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_sleep(1)")  # a real statement past the lane's time
+        return []
+
+    real_source_turns = semantic._source_turns
+
+    def source_turns_then_check(ctx, limit):
+        out = real_source_turns(ctx, limit)
+        with connection.cursor() as cur:
+            cur.execute("SHOW statement_timeout")
+            after.append(cur.fetchone()[0])
+        return out
+
+    monkeypatch.setattr(semantic, "LANE_STATEMENT_MS", 100)
+    monkeypatch.setattr(semantic, "_said_when", slow_said_when)
+    monkeypatch.setattr(semantic, "_source_turns", source_turns_then_check)
+    res = _search(w, "When did Alice go camping in July?", profile="thorough")
+    assert slow_reads  # the lane ran, and was cancelled well before the 1 s sleep ended
+    assert {"strategy": SAID_WHEN, "outcome": "dropped",
+            "reason_class": "timeout"} in res.retrieval_outcomes
+    assert SAID_WHEN not in res.lists
+    assert {ids["july"], ids["march"]} <= {kid for kid, _ in res.lists["semantic"]}
+    assert res.lists[semantic.SOURCE_TURNS]
+    assert "semantic" not in {d["name"] for d in res.strategies["dropped"]}
+    # The source-turn lane ran under the lane's 100 ms, not the strategy's timeout...
+    assert after == ["100ms"]
+    # ...and a lane that keeps to its time leaves the strategy's timeout as it was.
+    with account_context(w.account.id), connection.cursor() as cur:
+        from django.db import transaction
+
+        with transaction.atomic():
+            cur.execute("SET LOCAL statement_timeout = 250")
+            result = semantic.StrategyResult("semantic")
+            semantic._lane(result, "semantic.test", lambda: [("x", 1.0)])
+            cur.execute("SHOW statement_timeout")
+            assert cur.fetchone()[0] == "250ms"
+            assert result.extra_lists == {"semantic.test": [("x", 1.0)]}
+            assert result.lanes_dropped == {}
+
+
+def test_the_planner_knows_how_many_messages_a_month_holds(committed_world):
+    """'In July' of any year filters on the month a message was said; the migration's
+    statistics on that expression let PostgreSQL count it (without them it guesses 0.5%
+    of the rows, and at 1M messages sorted all of July's by distance instead of walking
+    the vector index)."""
+    from django.db import connection
+
+    w = committed_world
+    with account_context(w.account.id):
+        for i in range(1200):
+            Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
+                                   text=f"message {i}",
+                                   occurred_at=datetime(2020 + i % 4, 1 + i % 12, 5,
+                                                        tzinfo=UTC))
+        with connection.cursor() as cur:
+            cur.execute("ANALYZE memhouse_message")
+        sql, params = (Message.objects.filter(occurred_at__month__in=[7])
+                       .values("id").query.sql_with_params())
+        with connection.cursor() as cur:
+            cur.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+            plan = cur.fetchone()[0]
+    estimate = plan[0]["Plan"]["Plan Rows"]
+    assert 70 <= estimate <= 130  # 100 of the 1200 were said in a July
