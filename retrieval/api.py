@@ -52,7 +52,7 @@ class SearchApi(APIView):
                                limit=v["limit"], offset=v["offset"], as_of=v.get("as_of"))
         body = result.as_dict()
         usage.record(principal, "search")
-        record_search(result.profile, result.strategies)
+        record_search(result.profile, result.strategies, result.retrieval_outcomes)
         if v["include_identity_profile"]:
             # Orientation only: appended beside the ranked list, never merged into it.
             body["identity_profile"] = stable_profile(reader=reader, scope=scope)

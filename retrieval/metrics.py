@@ -12,7 +12,8 @@ STRATEGY_OUTCOMES = Counter(
     ["profile", "strategy", "outcome"])
 
 
-def record_search(profile: str, strategies: dict[str, Any]) -> None:
+def record_search(profile: str, strategies: dict[str, Any],
+                  outcomes: list[dict[str, str]] | None = None) -> None:
     for name in strategies.get("contributed", []):
         STRATEGY_OUTCOMES.labels(profile, name, "contributed").inc()
     for name in strategies.get("empty", []):
@@ -21,3 +22,8 @@ def record_search(profile: str, strategies: dict[str, Any]) -> None:
         STRATEGY_OUTCOMES.labels(profile, name, "not_applicable").inc()
     for dropped in strategies.get("dropped", []):
         STRATEGY_OUTCOMES.labels(profile, dropped["name"], f"dropped_{dropped['reason']}").inc()
+    # A lane dropped past its own time (semantic.said_when, ...): semantic itself counted
+    # above as contributed; operators see how often the lane is left out at their scale.
+    for o in outcomes or []:
+        if o.get("outcome") == "dropped":
+            STRATEGY_OUTCOMES.labels(profile, o["strategy"], f"dropped_{o['reason_class']}").inc()

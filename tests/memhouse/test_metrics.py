@@ -31,6 +31,26 @@ def test_metrics_report_routes_and_strategy_outcomes_without_text(live_server,
     assert "hiking" not in text and "mountains" not in text
 
 
+def test_a_lane_dropped_past_its_time_is_counted_under_its_own_name():
+    from prometheus_client import REGISTRY
+
+    from retrieval.metrics import record_search
+
+    labels = {"profile": "balanced", "strategy": "semantic.said_when",
+              "outcome": "dropped_timeout"}
+    before = REGISTRY.get_sample_value("memhouse_strategy_outcomes_total", labels) or 0.0
+    record_search("balanced", {"contributed": ["semantic"]},
+                  [{"strategy": "semantic.said_when", "outcome": "dropped",
+                    "reason_class": "timeout"},
+                   {"strategy": "temporal", "outcome": "not_applicable",
+                    "reason_class": "applicability"}])
+    assert REGISTRY.get_sample_value("memhouse_strategy_outcomes_total", labels) == before + 1
+    # not_applicable comes from `strategies`, never twice from the outcomes
+    assert REGISTRY.get_sample_value("memhouse_strategy_outcomes_total", {
+        "profile": "balanced", "strategy": "temporal",
+        "outcome": "dropped_applicability"}) is None
+
+
 def test_json_log_lines_are_objects_with_extras():
     record = logging.LogRecord("memhouse.test", logging.WARNING, __file__, 1,
                                "strategy %s failed", ("lexical",), None)
