@@ -268,6 +268,15 @@ def searchable_coverage(account_id: Any, convs: list[common.Conversation],
     return out
 
 
+def count_drops(res: Any, dropped: dict[str, int]) -> None:
+    """A search's dropped strategies and lanes into `dropped`, as `name:reason`."""
+    for d in res.strategies["dropped"]:
+        dropped[f"{d['name']}:{d['reason']}"] += 1
+    for o in res.retrieval_outcomes:  # a lane past its own time (semantic stays)
+        if o["outcome"] == "dropped":
+            dropped[f"{o['strategy']}:{o['reason_class']}"] += 1
+
+
 def run_profiles(account_id: Any, convs: list[common.Conversation],
                  qs: dict[str, list[dict[str, Any]]], prov: dict[str, set[str]],
                  profiles: tuple[str, ...],
@@ -307,11 +316,7 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
                                         query=q["question"], profile=profile, limit=20)
                 wall.append((time.monotonic() - t) * 1000)
                 engine_ms.append(res.elapsed_ms)
-                for d in res.strategies["dropped"]:
-                    dropped[f"{d['name']}:{d['reason']}"] += 1
-                for o in res.retrieval_outcomes:  # a lane past its own time
-                    if o["outcome"] == "dropped":
-                        dropped[f"{o['strategy']}:{o['reason_class']}"] += 1
+                count_drops(res, dropped)
                 for name in res.strategies["contributed"]:
                     contributed[name] += 1
                 reranks[":".join(str(v) for v in (res.rerank.get("status"),
@@ -1156,11 +1161,7 @@ class Scale:
             eng.append(res.elapsed_ms)
             reasons = [d for d in res.strategies["dropped"] if d["reason"] == "timeout"]
             dropped_any += bool(reasons)
-            for d in res.strategies["dropped"]:
-                dropped[f"{d['name']}:{d['reason']}"] += 1
-            for o in res.retrieval_outcomes:  # a lane past its own time
-                if o["outcome"] == "dropped":
-                    dropped[f"{o['strategy']}:{o['reason_class']}"] += 1
+            count_drops(res, dropped)
             for n in res.strategies["contributed"]:
                 contributed[n] += 1
             returned.append(len(res.candidates))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from django.db import OperationalError, connection, transaction
@@ -215,25 +216,28 @@ def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     return _statements_of(ctx, hits, limit)
 
 
-def _lane(result: StrategyResult, name: str,
-          read: Callable[[], list[tuple[str, float]]]) -> None:
-    """Run one lane under LANE_STATEMENT_MS; its list, or its drop on a timeout."""
-    with connection.cursor() as cur:
+def _run_lanes(result: StrategyResult,
+               lanes: list[tuple[str, Callable[[], list[tuple[str, float]]]]]) -> None:
+    """Run each lane under LANE_STATEMENT_MS: its list, or its drop on a timeout."""
+    if not lanes:
+        return
+    with connection.cursor() as cur:  # the strategy's timeout, read once for every lane
         cur.execute("SELECT setting::int FROM pg_settings WHERE name = 'statement_timeout'")
         outer = cur.fetchone()[0]  # ms; 0 = none
     budget = min(LANE_STATEMENT_MS, outer) if outer else LANE_STATEMENT_MS
-    try:
-        with transaction.atomic():  # a savepoint: a cancelled statement rolls back alone
-            with connection.cursor() as cur:
-                cur.execute(f"SET LOCAL statement_timeout = {int(budget)}")
-            result.extra_lists[name] = read()
-            with connection.cursor() as cur:  # releasing a savepoint keeps a SET LOCAL
-                cur.execute(f"SET LOCAL statement_timeout = {int(outer)}")
-    except OperationalError as exc:
-        # Only the lane's own timeout; the engine cancelling the strategy propagates.
-        if "statement timeout" not in str(exc):
-            raise
-        result.lanes_dropped[name] = "timeout"
+    for name, read in lanes:
+        try:
+            with transaction.atomic():  # a savepoint: a cancelled statement rolls back alone
+                with connection.cursor() as cur:
+                    cur.execute(f"SET LOCAL statement_timeout = {int(budget)}")
+                result.extra_lists[name] = read()
+                with connection.cursor() as cur:  # releasing a savepoint keeps a SET LOCAL
+                    cur.execute(f"SET LOCAL statement_timeout = {int(outer)}")
+        except OperationalError as exc:
+            # Only the lane's own timeout; the engine cancelling the strategy propagates.
+            if "statement timeout" not in str(exc):
+                raise
+            result.lanes_dropped[name] = "timeout"
 
 
 def awaits_reembed(account_id: uuid.UUID, space_id: uuid.UUID | None) -> bool:
@@ -292,8 +296,10 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
     for kid, distance in _search(ctx, ctx.limit):
         result.candidates.append((kid, 1.0 - distance))
         result.details[kid] = {"cosine_distance": round(distance, 6)}
+    lanes: list[tuple[str, Callable[[], list[tuple[str, float]]]]] = []
     if ctx.options.get("source_turns"):
-        _lane(result, SOURCE_TURNS, lambda: _source_turns(ctx, ctx.limit))
+        lanes.append((SOURCE_TURNS, partial(_source_turns, ctx, ctx.limit)))
     if ctx.options.get("said_when"):
-        _lane(result, SAID_WHEN, lambda: _said_when(ctx, ctx.limit))
+        lanes.append((SAID_WHEN, partial(_said_when, ctx, ctx.limit)))
+    _run_lanes(result, lanes)
     return result, ctx.space_id

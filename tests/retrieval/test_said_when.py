@@ -178,7 +178,7 @@ def test_a_lane_that_overruns_its_time_is_dropped_alone(two_trips, monkeypatch):
         with transaction.atomic():
             cur.execute("SET LOCAL statement_timeout = 250")
             result = semantic.StrategyResult("semantic")
-            semantic._lane(result, "semantic.test", lambda: [("x", 1.0)])
+            semantic._run_lanes(result, [("semantic.test", lambda: [("x", 1.0)])])
             cur.execute("SHOW statement_timeout")
             assert cur.fetchone()[0] == "250ms"
             assert result.extra_lists == {"semantic.test": [("x", 1.0)]}
