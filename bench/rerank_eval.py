@@ -10,7 +10,9 @@ the statement together, which the first-stage (one pooled vector each) does not.
 
 1. ingest LoCoMo dev through the pipeline (bench/common.py; a --keep-db database is
    reused with --reuse-db), rebuild the entity index;
-2. search every question of categories 1-4 once with the shipped thorough profile
+2. search every question of categories 1-4 once with the shipped thorough profile (or
+   `--profile balanced`: what a second stage would do to balanced's fused order; balanced
+   does not rerank, so its "engine" figures are the fused order)
    (limit = the deepest head in HEADS), keeping the per-strategy lists
    (bench/retrieval.py `capture_pass`);
 3. offline: rerank the first `head` fused candidates, for every head in HEADS, by
@@ -105,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--reuse-db", action="store_true")
     ap.add_argument("--db-name", default="rerank")
+    ap.add_argument("--profile", default="thorough",
+                    help="the profile whose fused head is captured and reordered (balanced: "
+                         "what a second stage would do there; the engine's own order is then "
+                         "the fused one, balanced does not rerank)")
     ap.add_argument("--dump", default=None,
                     help="also pickle the captured lists, heads, MaxSim scores, statement "
                          "texts and evidence map here (for offline scorer fitting)")
@@ -120,10 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"entity index: {common.rebuild_entity_index(account_id)}")
     qs = {c.sample_id: rb.questions(c)[0] for c in convs}
     prov = rb.provenance_map(account_id)
-    profile = BASE_PROFILES["thorough"]
+    profile = BASE_PROFILES[args.profile]
     t = time.monotonic()
     captured, engine_ids, reranks, elapsed = capture(account_id, convs, qs, profile)
-    log(f"thorough pass: {len(captured)} searches in {time.monotonic() - t:.0f}s")
+    log(f"{args.profile} pass: {len(captured)} searches in {time.monotonic() - t:.0f}s")
     # What the offline grid reorders: the fused order, re-fused from the captured lists
     # (bench/retrieval.py `refuse`), whatever the engine's own rerank did.
     engine_ids = [ids[:20] for ids in engine_ids]
