@@ -324,7 +324,23 @@ class Conversation:
     peer_keys: dict[str, str] = field(default_factory=dict)
 
 
-def load_locomo(path: str | Path, limit: int | None = None) -> list[Conversation]:
+def turn_with_image(text: str, speaker: str, caption: str | None) -> str:
+    """A LoCoMo turn as a chat transcript that keeps what was shown: a turn that shares a
+    picture carries its caption in the dataset (`blip_caption`, BLIP-2's description,
+    which is how the dataset's authors give images to text-only models: "[shares ...]").
+    Said in the third person, as a chat client's line for an attachment would be, so the
+    extractor reads it as the speaker's act, not as something the speaker said."""
+    caption = (caption or "").strip()
+    if not caption:
+        return text
+    return f"{text} [{speaker} shares {caption}]".strip()
+
+
+def load_locomo(path: str | Path, limit: int | None = None, *,
+                image_captions: bool = False) -> list[Conversation]:
+    """`image_captions`: append each shared image's caption to its turn
+    (`turn_with_image`); off, a turn is its `text` alone (as every figure before
+    2026-12-05 was measured)."""
     data = json.loads(Path(path).read_text())
     convs: list[Conversation] = []
     for sample in data[: limit or None]:
@@ -335,7 +351,9 @@ def load_locomo(path: str | Path, limit: int | None = None) -> list[Conversation
         for n in sessions:
             when = parse_session_date(c[f"session_{n}_date_time"])
             for t in c[f"session_{n}"]:
-                turns.append(Turn(t["dia_id"], t["speaker"], t["text"], n, when))
+                text = (turn_with_image(t["text"], t["speaker"], t.get("blip_caption"))
+                        if image_captions else t["text"])
+                turns.append(Turn(t["dia_id"], t["speaker"], text, n, when))
         convs.append(Conversation(sample["sample_id"], (c["speaker_a"], c["speaker_b"]),
                                   turns, sample["qa"]))
     return convs

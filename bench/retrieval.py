@@ -1392,6 +1392,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse-db", action="store_true",
                     help="measure an existing bench_<db-name> from a --keep-db run as it is "
                          "(scale: rows already loaded to a size are not reloaded)")
+    ap.add_argument("--image-captions", action="store_true",
+                    help="append each shared image's caption to its turn, for the governed "
+                         "ingest and the baselines alike (bench/common.py turn_with_image); "
+                         "with --reuse-db, only if the reused database was ingested so")
     ap.add_argument("--profiles", default=",".join(PROFILES),
                     help="comma-separated profiles to search (default balanced,thorough)")
     ap.add_argument("--db-name", default="retrieval")
@@ -1437,6 +1441,7 @@ def main(argv: list[str] | None = None) -> int:
             "celery_eager": settings.CELERY_TASK_ALWAYS_EAGER,
             "entity_index": "none" if args.no_entity_rebuild
             else "retrieval.entities.rebuild_entities after ingest/load",
+            "image_captions": args.image_captions,
             "sizes": args.sizes, "scale_queries": args.scale_queries,
             "scale_warmup": args.scale_warmup,
             "scale_messages": not args.no_scale_messages,
@@ -1460,7 +1465,8 @@ def main(argv: list[str] | None = None) -> int:
         common.write_json(args.out, payload)
 
     if not args.skip_locomo:
-        convs = common.load_locomo(args.dataset, args.limit_conversations)
+        convs = common.load_locomo(args.dataset, args.limit_conversations,
+                                   image_captions=args.image_captions)
         payload["conversations"] = [c.sample_id for c in convs]
         log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
         # --reuse-db: the LoCoMo Account an earlier --keep-db run ingested, as it is.
