@@ -3,6 +3,7 @@ value worked out by hand in the comment above it (no database, no model)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -118,3 +119,22 @@ def test_choose_picks_on_the_training_mask_and_prefers_shipped_on_ties():
     assert choose(points, scores, np.ones(3, dtype=bool), p0) == p0
     with pytest.raises(ValueError):
         choose(points, scores, np.zeros(3, dtype=bool), p0)
+
+
+def test_a_shared_image_joins_its_turn_only_when_asked(tmp_path):
+    sample = {"sample_id": "conv-x", "qa": [], "conversation": {
+        "speaker_a": "Ana", "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "Look at my new bike!",
+             "blip_caption": "a photo of a red bicycle leaning on a fence"},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "Nice one."},
+            {"speaker": "Ben", "dia_id": "D1:3", "text": "", "blip_caption": "a photo of a cat"},
+        ]}}
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]))
+    plain = [t.text for t in common.load_locomo(path)[0].turns]
+    assert plain == ["Look at my new bike!", "Nice one.", ""]
+    shown = [t.text for t in common.load_locomo(path, image_captions=True)[0].turns]
+    assert shown == ["Look at my new bike! [Ana shares a photo of a red bicycle leaning on a "
+                     "fence]", "Nice one.", "[Ben shares a photo of a cat]"]
