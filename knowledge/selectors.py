@@ -46,7 +46,8 @@ def peer_acted_for(*, principal: Principal, peer_key: Any) -> Peer:
                                status_code=403)
     peer = Peer.objects.filter(account_id=principal.account_id, key=peer_key).first()
     if peer is None:
-        raise ApplicationError("unknown_peer_key", f"no peer with key {peer_key!r}",
+        raise ApplicationError("unknown_peer_key", f"no peer with key {peer_key!r}; create "
+                               "it first with POST /api/v1/peers (key, kind human or agent)",
                                status_code=400)
     return peer
 

@@ -136,7 +136,8 @@ def credential_create(*, account_id: uuid.UUID, peer: Peer | None, name: str = "
     unknown = set(keys) - set(Peer.objects.filter(account_id=account_id, key__in=keys)
                               .values_list("key", flat=True))
     if unknown:
-        raise ApplicationError("unknown_peer_key", f"no peers with keys {sorted(unknown)}")
+        raise ApplicationError("unknown_peer_key", f"no peers with keys {sorted(unknown)}; "
+                               "create them first with POST /api/v1/peers")
     prefix, key = _new_key()
     cred = Credential.objects.create(account_id=account_id, peer=peer, name=name, kind=kind,
                                      prefix=prefix, secret_hash=hash_secret(key),
