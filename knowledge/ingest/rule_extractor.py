@@ -176,7 +176,12 @@ from knowledge.ingest.lexicon import (
     _tidy,
     _wordset,
 )
-from knowledge.ingest.referents import Referents, find_referents, resolve_referents
+from knowledge.ingest.referents import (
+    _PERSON_NOUN,
+    Referents,
+    find_referents,
+    resolve_referents,
+)
 from knowledge.ingest.sensitivity import (
     classify_sensitivity,
 )
@@ -534,6 +539,10 @@ class _Peers:
         return [m for m in self.pattern.finditer(text) if m.group()[0].isupper()]
 
 
+def _name_words(peers: _Peers) -> frozenset[str]:
+    return frozenset(part for name in peers.by_name for part in name.split())
+
+
 @lru_cache(maxsize=512)
 def _peers(items: tuple[tuple[str, str], ...], speaker_name: str, speaker_key: str) -> _Peers:
     by_name = {" ".join(name.lower().split()): key for name, key in items if name.strip()}
@@ -596,11 +605,87 @@ _SUBJECT_POSITION = frozenset(
 )
 
 
-def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
-    """Rewrite first person (and, with an addressee, second person) in the third person."""
+# A possessive that points back at the statement's subject is a pronoun ("Sam is watching
+# their sugar", not "Sam is watching Sam's sugar"). Nothing the extractor is given says
+# how a person is referred to (a peer has no pronouns field, and a first name is no
+# signal), so the pronoun is the singular "their", as "themself" is for "myself".
+_POSSESSIVE_PRONOUN = "their"
+# Words after the subject that a "their" could point at instead: another person, a
+# group, a plural ("Rosa's mom loves Rosa's cooking", "Jon loves having Gina in Jon's
+# corner", "the kids loved Mel's pottery" keep the name).
+_OTHER_REFERENTS = _wordset(
+    """he she him her his hers they them their theirs themselves himself herself who whom
+    whose people children kids men women folks guys everyone everybody someone somebody
+    anyone anybody nobody family fam team group crew class band club company community
+    squad gang staff couple parents friends"""
+)
+# Before a capitalised word, words after which it is likely a person ("told Sarah").
+_BEFORE_PERSON = _wordset(
+    """with told tell tells asked ask asks and met meet meets saw see sees called call calls
+    texted text texts to for from by like than thanked invited helped visited hugged"""
+)
+_NOT_PLURAL = _wordset(
+    """was has is does this its yes us always perhaps sometimes plus thus series news
+    whereas besides towards afterwards upstairs downstairs outdoors indoors nowadays
+    across less unless chaos bus gas lens bonus focus campus status virus"""
+)
+
+
+def _plural_noun(low: str, previous: str) -> bool:
+    if len(low) < 4 or not low.endswith("s") or low.endswith(("ss", "us", "is", "'s", "ous")):
+        return False
+    if low in _STOPWORDS or low in _NOT_PLURAL or _is_adverb(low):
+        return False
+    # "talks", "loves": a verb unless a determiner or a possessive comes before it
+    return (_third_person_s(low) is None or previous in _DETERMINERS
+            or previous.endswith("'s"))
+
+
+def _coreferent(so_far: str, name: str, group: bool, names: frozenset[str]) -> bool:
+    """Does a possessive of ``name`` (``group``: "our", not "my") written after
+    ``so_far`` point back at someone the statement already named? Only when the name
+    was said (not just as a possessive: "Rosa's mom loves Rosa's cooking" stays) and
+    nobody and nothing else in the statement could be what a pronoun points at."""
+    mentions = re.compile(rf"(?<![\w']){re.escape(name)}(?P<own>'s)?(?P<others> and others)?"
+                          rf"(?![\w'])")
+    last = None
+    for match in mentions.finditer(so_far):
+        if not match.group("own"):
+            last = match
+    if last is None or (last.group("others") and not group):
+        return False  # "Sam and others went to Sam's parents' place": my is not our
+    rest = mentions.sub(" ", so_far)
+    if _PERSON_NOUN.search(rest):
+        return False  # "the coach told Sam to bring Sam's gear"
+    own = {part.lower() for part in name.split()}
+    previous = ""
+    for token in _TOKEN.findall(rest):
+        low = token.lower()
+        if low.removesuffix("'s") in own:
+            previous = low
+            continue
+        if (low in _OTHER_REFERENTS or low.removesuffix("'s") in names
+                or _plural_noun(low, previous)
+                or (token[:1].isupper() and previous in _BEFORE_PERSON)):
+            return False
+        previous = low
+    return True
+
+
+def _rewrite(text: str, speaker: str, addressee: str | None, lead: str = "",
+             names: frozenset[str] = frozenset()) -> str:
+    """Rewrite first person (and, with an addressee, second person) in the third person.
+    ``lead`` is what the statement will put before the text ("Sam said "), ``names`` the
+    lower-cased words of the known peers' names (who else a possessive might mean)."""
     pieces = _PIECE.findall(text)
     words = [i for i, p in enumerate(pieces) if _TOKEN.fullmatch(p)]
     out = list(pieces)
+    # a pronoun put for a name is read back as the name by _coreferent
+    said_as: dict[int, str] = {}
+
+    def so_far(index: int) -> str:
+        return lead + "".join(said_as.get(i, out[i]) for i in range(index))
+
     pending: str | None = None  # "first" / "second": conjugate the next verb
     name_seen = False
     previous_word = ""
@@ -648,6 +733,10 @@ def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
             replacement = f"{speaker} {'had' if had else 'would'}"
         elif low == "me":
             replacement = speaker
+        elif low == "my" and not _named_soon(pieces, words, word_positions[index]) and (
+                _coreferent(so_far(index), speaker, False, names)):
+            replacement = _POSSESSIVE_PRONOUN
+            said_as[index] = f"{speaker}'s"
         elif low in ("my", "mine"):
             replacement = f"{speaker}'s"
         elif low == "myself":
@@ -673,6 +762,9 @@ def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
         elif low in ("we're", "we've", "we'd", "we'll"):
             aux = {"we're": "are", "we've": "have", "we'd": "would", "we'll": "will"}[low]
             replacement = f"{speaker} and others {aux}"
+        elif low == "our" and _coreferent(so_far(index), speaker, True, names):
+            replacement = _POSSESSIVE_PRONOUN
+            said_as[index] = f"{speaker}'s"
         elif low in ("our", "ours"):
             replacement = f"{speaker}'s"
         elif low == "ourselves":
@@ -683,6 +775,9 @@ def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
                 nxt = _next_non_adverb(pieces, words, word_positions[index])
                 if previous_word in _SUBJECT_POSITION or nxt in _CONJ_SPECIAL:
                     pending = "second"
+            elif low == "your" and _coreferent(so_far(index), addressee, False, names):
+                replacement = _POSSESSIVE_PRONOUN
+                said_as[index] = f"{addressee}'s"
             elif low in ("your", "yours"):
                 replacement = f"{addressee}'s"
             elif low in ("you're", "youre"):
@@ -702,6 +797,12 @@ def _rewrite(text: str, speaker: str, addressee: str | None) -> str:
             name_seen = True
         previous_word = low
     return "".join(out)
+
+
+def _named_soon(pieces: list[str], words: list[int], n: int) -> bool:
+    """"my family and I": the speaker is named again a few words on, and a pronoun just
+    before the name reads as someone else's."""
+    return any(pieces[pos].lower() in ("i", "me") for pos in words[n + 1:n + 5])
 
 
 def _next_non_adverb(pieces: list[str], words: list[int], n: int) -> str | None:
@@ -1419,7 +1520,8 @@ class RuleBasedExtractor:
         # kind is the durable meaning: a plan is a fact with or without a date
         kind = _kind(analysis, subject, peer_names, durative)
         speaker_name = message.speaker_name.strip() or message.speaker_key
-        statement = _finish_statement(_rewrite(work, speaker_name, addressee_name))
+        statement = _finish_statement(_rewrite(work, speaker_name, addressee_name,
+                                               names=_name_words(peers)))
         if not statement or len(_tokens(statement)) < 2:
             return None
         confidence = _BASE_CONFIDENCE[subject.mode]
@@ -1484,7 +1586,8 @@ class RuleBasedExtractor:
         ):
             work = '"' + work  # the span strip took the opening quote of a title
         speaker_name = message.speaker_name.strip() or speaker_key
-        body = _rewrite(work, speaker_name, addressee_name)
+        body = _rewrite(work, speaker_name, addressee_name, lead=f"{speaker_name} said ",
+                        names=_name_words(peers))
         # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
         if body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED or _is_adverb(low)
                                    or low.endswith("ing")):
