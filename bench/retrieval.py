@@ -691,6 +691,13 @@ HYBRID_DEPTH = 100  # turns taken from each of the dense and FTS lists before fu
 HYBRID_RRF_K = 60
 
 
+def hybrid_ranking(dense: list[str], fts: list[str]) -> list[str]:
+    """One question's whole hybrid ranking (dia_ids best first, not cut at 20): the top
+    HYBRID_DEPTH of its dense and of its FTS list fused by RRF, k = HYBRID_RRF_K.
+    bench/answer_in_context.py packs its raw-turn baseline from it."""
+    return common.rrf([dense[:HYBRID_DEPTH], fts[:HYBRID_DEPTH]], k=HYBRID_RRF_K)
+
+
 def hybrid_baseline(convs: list[common.Conversation], qs: dict[str, list[dict[str, Any]]],
                     dense: Rankings, fts: Rankings) -> dict[str, Any]:
     """The afternoon baseline: the dense and the FTS ranking of the same "Speaker: text"
@@ -701,8 +708,7 @@ def hybrid_baseline(convs: list[common.Conversation], qs: dict[str, list[dict[st
         fused[conv.sample_id] = []
         for d, f in zip(dense[conv.sample_id], fts[conv.sample_id], strict=True):
             t = time.monotonic()
-            fused[conv.sample_id].append(
-                common.rrf([d[:HYBRID_DEPTH], f[:HYBRID_DEPTH]], k=HYBRID_RRF_K)[:20])
+            fused[conv.sample_id].append(hybrid_ranking(d, f)[:20])
             lat.append((time.monotonic() - t) * 1000)
     table = score_rankings(convs, qs, fused)
     log("hybrid baseline done")
