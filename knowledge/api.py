@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import authenticate
+from django.db import transaction
+from django.utils.decorators import method_decorator
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -360,20 +365,127 @@ def _check_occurred_at(messages: list[dict[str, Any]], now: datetime) -> None:
                 "one day from now", details={"index": index})
 
 
+# The longest a POST /api/v1/messages may wait for its messages to be processed.
+MESSAGES_MAX_WAIT_SECONDS = 10.0
+# Polling while it waits: a short first sleep (eager and in-process extraction is
+# usually done by then), doubling up to the cap.
+_POLL_FIRST, _POLL_MAX = 0.05, 0.1
+
+
+def _wait_seconds(data: Any) -> float:
+    """The request's `wait`: a JSON number of seconds from 0 to the cap (absent: 0)."""
+    value = data.get("wait") if isinstance(data, dict) else None
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or not 0 <= value <= MESSAGES_MAX_WAIT_SECONDS:
+        raise ApplicationError(
+            "invalid_wait", f"wait must be a number of seconds from 0 to "
+            f"{MESSAGES_MAX_WAIT_SECONDS:g}", details={"max": MESSAGES_MAX_WAIT_SECONDS})
+    return float(value)
+
+
+MessageRefusal = Callable[[str], "str | None"]
+
+
+def _outcome_out(message: Any, outcome: Any, refusal: MessageRefusal | None
+                 ) -> dict[str, Any]:
+    """A message's outcome: processing state, the derived statements the reader may read,
+    refusals by reason code, and counts of what the reader may not read."""
+    from knowledge import lifecycle, presenters, selectors
+
+    refused = [{"reason": code, "message": lifecycle.reason_sentence(code), "count": n}
+               for code, n in outcome.refused.items()]
+    if (refusal is not None and outcome.processing == selectors.PROCESSED
+            and not outcome.statements and not outcome.hidden):
+        # Nothing was proposed from it: say why when Gate A refuses the text as a whole
+        # (an acknowledgement, a ping, machine output), whatever the extractor.
+        code = refusal(message.text)
+        if code:
+            refused.append({"reason": code, "message": lifecycle.reason_sentence(code),
+                            "count": 0})
+    return {"processing": outcome.processing,
+            "statements": [presenters.knowledge_out(k) for k in outcome.statements],
+            "refused": refused,
+            "not_visible": {"count": sum(outcome.hidden.values()),
+                            "states": dict(sorted(outcome.hidden.items()))}}
+
+
+def _as_subject(principal: Any, reader: Any) -> bool:
+    """A human reading as itself sees its own rows in every state; an agent acting for
+    that human does not (as GET /api/v1/knowledge/<id>)."""
+    return bool(principal.is_human and reader.peer_id == principal.peer.id)
+
+
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
 class MessagesIngestApi(APIView):
-    """POST a batch of observations. 202: stored; extraction runs in the pipeline."""
+    """POST a batch of observations. 202: stored; extraction runs in the pipeline.
+
+    Without `wait` (or with 0) the answer comes as soon as the batch is stored: each
+    message's `id`, `client_message_id` and `status` (`created` or `duplicate`), nothing
+    else. With `wait` (a number of seconds, at most 10; above that, negative or not a
+    number is 400 `invalid_wait`) the answer comes once every message of the batch has
+    been processed by the pipeline, or when the wait runs out, and carries `timed_out`
+    (true when some message was still queued) and, for each message, its `outcome`:
+
+    - `processing`: `queued` (stored, not yet extracted), `processed` (its statements are
+      written) or `failed` (extraction failed; set aside for an administrator);
+    - `statements`: the statements drawn from it that the writer may read (as GET
+      /api/v1/knowledge/{id} shows them, read as the peer the message speaks for), in
+      whatever state the gates left them (`active`, `provisional`, `held`, `rejected`...);
+      a repeat that merged into a statement already held names that statement;
+    - `refused`: the gates' refusals by reason code (`f4_gate_a_phatic`,
+      `f4_gate_a_machine_output`, `f4_gate_a_duplicate`, `f4_gate_b_restricted_unattended`,
+      ...; see docs/lifecycle.md) with the sentence for people and how many statements
+      were refused; `count` 0 means nothing was proposed from the message because Gate A
+      refuses its text as a whole (an acknowledgement such as "ok thanks", a ping,
+      machine output);
+    - `not_visible`: how many statements drawn from it the writer may not read, by state
+      (another person's provisional claim, a scope claim held for a curator, a withheld
+      restricted one): counts only, never their text.
+
+    GET /api/v1/messages/{id} shows the same outcome later.
+    """
+
+    # What Gate A says of a message's whole text (a reason code or None): the wiring
+    # (memhouse.api_urls) passes governance's junk test, which this floor may not import.
+    message_refusal: MessageRefusal | None = None
 
     class InputSerializer(serializers.Serializer):
-        scope = serializers.CharField(max_length=500)
-        session = serializers.CharField(max_length=200, required=False, allow_null=True)
-        messages = MessageInSerializer(many=True, allow_empty=False)
+        scope = serializers.CharField(max_length=500,
+                                      help_text="the scope path the messages are stored in")
+        session = serializers.CharField(
+            max_length=200, required=False, allow_null=True,
+            help_text="your conversation id; groups the messages into a session")
+        messages = MessageInSerializer(many=True, allow_empty=False,
+                                       help_text="the observations, in order")
+        wait = serializers.FloatField(
+            required=False, allow_null=True, min_value=0,
+            max_value=MESSAGES_MAX_WAIT_SECONDS,
+            help_text="seconds to wait for the batch to be processed (0-10, default 0); "
+                      "the answer then carries each message's outcome")
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # The request's one transaction, as ATOMIC_REQUESTS gives every other view, but
+        # ended here: the pipeline sees the batch only once it commits, so a wait runs
+        # after the commit, polling in short transactions of its own.
+        self._waiting: tuple[float, float] | None = None
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)
+        if self._waiting is not None and response.status_code == 202:
+            started, seconds = self._waiting
+            response.data = self._await(principal_of(request), response.data,
+                                        deadline=started + seconds)
+        return response
 
     def post(self, request: Request) -> Response:
         from django.utils import timezone
 
         from knowledge.ingest.services import IncomingMessage, messages_ingest
 
+        started = time.monotonic()
         p = principal_of(request)
+        wait = _wait_seconds(request.data)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -390,7 +502,89 @@ class MessagesIngestApi(APIView):
         created = [m for m, r in zip(incoming, results, strict=True) if r["status"] == "created"]
         usage.record(p, "ingest", len(created))
         usage.record(p, "ingest_chars", sum(len(m.text) for m in created))
+        if wait > 0:
+            self._waiting = (started, wait)
         return Response({"messages": results}, status=202)
+
+    def _await(self, p: Any, body: dict[str, Any], *, deadline: float) -> dict[str, Any]:
+        """Poll until every message of the batch is processed (or set aside) or the
+        deadline passes, then add each message's outcome for the peer it speaks as."""
+        from knowledge import selectors
+        from knowledge.models import Message
+        from memhouse.tenancy import account_context
+
+        ids = [uuid.UUID(m["id"]) for m in body["messages"]]
+        delay = _POLL_FIRST
+        while True:
+            with account_context(p.account_id):
+                pending = selectors.messages_pending(account_id=p.account_id,
+                                                    message_ids=ids)
+            left = deadline - time.monotonic()
+            if not pending or left <= 0:
+                break
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, _POLL_MAX)
+        with account_context(p.account_id):
+            messages = {m.pk: m for m in Message.objects.filter(
+                account_id=p.account_id, pk__in=ids).select_related("peer")}
+            readers: dict[uuid.UUID, Any] = {}
+            wanted = []
+            for m in messages.values():
+                if m.peer_id not in readers:  # the speaker's view: it wrote as that peer
+                    own = p.peer is not None and p.peer.id == m.peer_id
+                    readers[m.peer_id] = selectors.reader_for(
+                        principal=p, peer_key=None if own else m.peer.key)
+                reader = readers[m.peer_id]
+                wanted.append((m, reader, _as_subject(p, reader)))
+            outcomes = selectors.message_outcomes(messages=wanted)
+            out = [{**m, "outcome": _outcome_out(messages[uuid.UUID(m["id"])],
+                                                 outcomes[uuid.UUID(m["id"])],
+                                                 self.message_refusal)}
+                   for m in body["messages"]]
+        timed_out = any(m["outcome"]["processing"] == selectors.QUEUED for m in out)
+        return {"messages": out, "timed_out": timed_out}
+
+
+class _MessageQuery(serializers.Serializer):
+    peer_key = serializers.CharField(
+        max_length=200, required=False,
+        help_text="read as this peer (within the key's act-for grant); default: the "
+                  "credential's own peer")
+
+
+class MessageDetailApi(APIView):
+    """GET ?peer_key: one message, its processing state and its outcome (as POST
+    /api/v1/messages with `wait` reports it), for a reader who may read the message.
+
+    The reader is built as for search (`peer_key` within the credential's act-for
+    grant, default the credential's own peer). It may read a message in a scope the
+    credential may read that it spoke itself, or whose every derived statement it may
+    read (the rule lineage applies to source messages). Unknown ids, other Accounts'
+    messages and messages the reader may not read are the same 404 `not_found`.
+    """
+
+    message_refusal: MessageRefusal | None = None
+
+    @extend_schema(operation_id="v1_messages_retrieve", parameters=[_MessageQuery])
+    def get(self, request: Request, message_id: uuid.UUID) -> Response:
+        from knowledge import selectors
+        from knowledge.presenters import iso
+
+        data = _MessageQuery(data={"peer_key": request.query_params["peer_key"]}
+                             if "peer_key" in request.query_params else {})
+        data.is_valid(raise_exception=True)
+        p = principal_of(request)
+        reader = selectors.reader_for(principal=p, peer_key=data.validated_data.get("peer_key"))
+        m = selectors.message_for_read(reader=reader, message_id=message_id)
+        outcome = selectors.message_outcomes(
+            messages=[(m, reader, _as_subject(p, reader))])[m.pk]
+        return Response({"message": {
+            "id": str(m.id), "client_message_id": m.client_message_id,
+            "scope": m.scope.path, "session": m.session.external_id if m.session else None,
+            "peer_key": m.peer.key, "text": m.text, "occurred_at": iso(m.occurred_at),
+            "inserted_at": iso(m.inserted_at),
+            "outcome": _outcome_out(m, outcome, self.message_refusal)},
+            "reader_posture": reader.posture})
 
 
 class DocumentInSerializer(serializers.Serializer):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from knowledge import lifecycle
@@ -21,6 +21,8 @@ from knowledge.models import (
     Document,
     DocumentVersion,
     Knowledge,
+    KnowledgeSource,
+    Message,
     Peer,
     Scope,
     ScopeChain,
@@ -359,3 +361,108 @@ def documents_listing(*, reader: Reader, scope_path: str | None = None,
     items = [(d, latest[d.id]) for d in docs if d.id in latest]
     nxt = encode_cursor(docs[-1].created_at, docs[-1].pk) if more else None
     return DocumentPage(items, nxt)
+
+
+# --- a message's processing outcome (POST /api/v1/messages with wait, GET .../<id>) ------
+
+# Processing states of a message, from its pipeline markers: `extracted_at` (the pipeline
+# wrote its statements) and `extraction_failed_at` (dead-lettered). There is no marker
+# for a message a worker has started on: until its write commits it is `queued`.
+QUEUED, PROCESSED, FAILED = "queued", "processed", "failed"
+
+
+def message_processing(message: Message) -> str:
+    if message.extracted_at is not None:
+        return PROCESSED
+    if message.extraction_failed_at is not None:
+        return FAILED
+    return QUEUED
+
+
+def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> int:
+    """How many of these messages the pipeline has neither processed nor set aside."""
+    return Message.objects.filter(account_id=account_id, pk__in=list(message_ids),
+                                  extracted_at__isnull=True,
+                                  extraction_failed_at__isnull=True).count()
+
+
+def message_for_read(*, reader: Reader, message_id: uuid.UUID) -> Message:
+    """One message, when the reader may read it: in a scope the credential may read, and
+    spoken by the reader or with every statement derived from it visible to the reader
+    (the rule retrieval.lineage.visible_messages applies to source messages). Unknown,
+    other Accounts' and unreadable messages are the same 404."""
+    qs = Message.objects.filter(account_id=reader.account_id, pk=message_id)
+    if reader.posture != "internal":
+        vis = visible_knowledge(reader=reader)
+        derived = KnowledgeSource.objects.filter(message_id=OuterRef("pk"))
+        hidden_derived = derived.filter(~Exists(vis.filter(id=OuterRef("knowledge_id"))))
+        allowed = Exists(derived) & ~Exists(hidden_derived)
+        if reader.peer_id is not None:
+            allowed = Q(peer_id=reader.peer_id) | allowed
+        qs = qs.filter(allowed)
+    message = qs.select_related("peer", "scope", "session").first()
+    if message is None or not reader.may_read_scope(message.scope.path):
+        raise NotFound("message")
+    return message
+
+
+@dataclass
+class MessageOutcome:
+    """What the pipeline made of one message, as a reader may see it.
+
+    `statements`: the derived statements the reader may read (the visibility of GET
+    /api/v1/knowledge/<id>), in any state. `refused`: reason code -> how many derived
+    statements are rejected for it (codes only, whoever may read them). `hidden`: state ->
+    how many derived statements the reader may not read (counts only, never text)."""
+
+    processing: str
+    statements: list[Knowledge] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
+    hidden: dict[str, int] = field(default_factory=dict)
+
+
+def message_outcomes(*, messages: list[tuple[Message, Reader, bool]]
+                     ) -> dict[uuid.UUID, MessageOutcome]:
+    """The outcome of each message for its reader (message, reader, as_subject): one
+    query for every derived statement, one per distinct reader for which of them it may
+    read, one for the readable rows."""
+    by_id = {m.pk: (m, reader, as_subject) for m, reader, as_subject in messages}
+    derived: dict[uuid.UUID, list[tuple[uuid.UUID, str, str]]] = {pk: [] for pk in by_id}
+    for message_id, knowledge_id, state, reason in (
+            KnowledgeSource.objects.filter(message_id__in=list(by_id))
+            .order_by("knowledge__inserted_at", "knowledge_id")
+            .values_list("message_id", "knowledge_id", "knowledge__state",
+                         "knowledge__state_reason")):
+        derived[message_id].append((knowledge_id, state, reason))
+
+    def key(reader: Reader, as_subject: bool) -> tuple[Any, ...]:
+        return (reader.posture, reader.peer_id, reader.scope_roots, as_subject)
+
+    wanted: dict[tuple[Any, ...], tuple[Reader, bool, set[uuid.UUID]]] = {}
+    for pk, (_, reader, as_subject) in by_id.items():
+        entry = wanted.setdefault(key(reader, as_subject), (reader, as_subject, set()))
+        entry[2].update(k for k, _, _ in derived[pk])
+    readable: dict[tuple[Any, ...], set[uuid.UUID]] = {}
+    for reader_key, (reader, as_subject, ids) in wanted.items():
+        states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
+        readable[reader_key] = set(
+            Knowledge.objects.filter(account_id=reader.account_id, pk__in=list(ids))
+            .filter(readable_scopes_q(reader))
+            .filter(listing_q(reader, states=states, as_subject=as_subject))
+            .values_list("pk", flat=True)) if ids else set()
+    shown: set[uuid.UUID] = set().union(*readable.values())
+    rows = {k.pk: k for k in Knowledge.objects.filter(pk__in=list(shown))
+            .select_related("subject_peer", "scope", "held_scope")} if shown else {}
+    out: dict[uuid.UUID, MessageOutcome] = {}
+    for pk, (message, reader, as_subject) in by_id.items():
+        outcome = MessageOutcome(processing=message_processing(message))
+        may = readable[key(reader, as_subject)]
+        for knowledge_id, state, reason in derived[pk]:
+            if state == lifecycle.REJECTED:
+                outcome.refused[reason] = outcome.refused.get(reason, 0) + 1
+            if knowledge_id in may:
+                outcome.statements.append(rows[knowledge_id])
+            else:
+                outcome.hidden[state] = outcome.hidden.get(state, 0) + 1
+        out[pk] = outcome
+    return out

@@ -1,7 +1,20 @@
 from django.urls import include, path
 
+from governance.intake import junk
 from knowledge import api as knowledge_api
 from retrieval import api as retrieval_api
+
+
+def message_refusal(text: str) -> str | None:
+    """Gate A's reason for refusing a message's whole text (machine output, an
+    acknowledgement or a ping), or None: what a message outcome reports when nothing was
+    proposed from it. Passed to the views from here, the floor that may import both."""
+    if junk.machine_output(text):
+        return junk.MACHINE_OUTPUT
+    if junk.phatic(text):
+        return junk.PHATIC
+    return None
+
 
 urlpatterns = [
     path("auth/token", knowledge_api.AuthTokenApi.as_view(), name="auth-token"),
@@ -20,7 +33,11 @@ urlpatterns = [
     path("scopes/relations/<uuid:relation_id>", knowledge_api.ScopeRelationApi.as_view(),
          name="scope-relation"),
     path("peers", knowledge_api.PeersApi.as_view(), name="peers"),
-    path("messages", knowledge_api.MessagesIngestApi.as_view(), name="messages"),
+    path("messages", knowledge_api.MessagesIngestApi.as_view(message_refusal=message_refusal),
+         name="messages"),
+    path("messages/<uuid:message_id>",
+         knowledge_api.MessageDetailApi.as_view(message_refusal=message_refusal),
+         name="message"),
     path("documents", knowledge_api.DocumentsApi.as_view(), name="documents"),
     path("documents/<uuid:document_id>", knowledge_api.DocumentDetailApi.as_view(),
          name="document"),

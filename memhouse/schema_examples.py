@@ -14,6 +14,7 @@ from typing import Any
 K1 = "3f0b6c1e-8a7d-4e2b-9c51-2d8e7f6a1b01"  # a statement
 K2 = "7a4e2d90-1c3b-4f5e-8d6a-9b0c1e2f3a02"
 MSG = "5c9d1e2f-3a4b-4c6d-8e7f-0a1b2c3d4e03"
+MSG2 = "6d0e2f3a-4b5c-4d7e-9f80-1b2c3d4e5f10"
 DOC = "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b504"
 VER = "1a2b3c4d-5e6f-4a8b-9c0d-e1f2a3b4c505"
 QUESTION = "2b3c4d5e-6f7a-4b9c-8d1e-f2a3b4c5d606"
@@ -50,6 +51,14 @@ def knowledge(state: str = "active", reason: str = "f4_gate_a_b_accepted",
     item.update(changes)
     return item
 
+
+# A message's outcome (POST /api/v1/messages with wait, GET /api/v1/messages/<id>).
+MESSAGE_OUTCOME: dict[str, Any] = {
+    "processing": "processed",
+    "statements": [knowledge(verification="gate_keep")],
+    "refused": [],
+    "not_visible": {"count": 0, "states": {}},
+}
 
 CANDIDATE: dict[str, Any] = {
     "id": K1, "rank": 1, "statement": STATEMENT, "subject_peer_key": "caroline",
@@ -221,11 +230,30 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_messages_create": {
         "status": 202,
-        "request": {"scope": "/demo", "session": "chat-42", "messages": [
+        "request": {"scope": "/demo", "session": "chat-42", "wait": 5, "messages": [
             {"id": "chat-42:1", "peer_key": "caroline", "occurred_at": "2023-05-08T13:56:00Z",
-             "text": "I went to a support group yesterday and it was so powerful."}]},
-        "response": {"messages": [{"id": MSG, "client_message_id": "chat-42:1",
-                                   "status": "created"}]},
+             "text": "I went to a support group yesterday and it was so powerful."},
+            {"id": "chat-42:2", "peer_key": "caroline", "occurred_at": "2023-05-08T13:57:00Z",
+             "text": "ok thanks"}]},
+        "response": {"messages": [
+            {"id": MSG, "client_message_id": "chat-42:1", "status": "created",
+             "outcome": MESSAGE_OUTCOME},
+            {"id": MSG2, "client_message_id": "chat-42:2", "status": "created",
+             "outcome": {"processing": "processed", "statements": [],
+                         "refused": [{"reason": "f4_gate_a_phatic", "count": 0,
+                                      "message": "Refused as an acknowledgement or a ping."}],
+                         "not_visible": {"count": 0, "states": {}}}}],
+            "timed_out": False},
+    },
+    "v1_messages_retrieve": {
+        "status": 200,
+        "query": {"peer_key": "caroline"},
+        "response": {"message": {
+            "id": MSG, "client_message_id": "chat-42:1", "scope": "/demo",
+            "session": "chat-42", "peer_key": "caroline",
+            "text": "I went to a support group yesterday and it was so powerful.",
+            "occurred_at": "2023-05-08T13:56:00+00:00", "inserted_at": NOW,
+            "outcome": MESSAGE_OUTCOME}, "reader_posture": "peer"},
     },
     "v1_documents_create": {
         "status": 201,
@@ -566,7 +594,10 @@ SUMMARIES: dict[str, str] = {
     "v1_scope_relation_destroy": "Remove a scope relation (administrators)",
     "v1_peers_retrieve": "List the Account's peers",
     "v1_peers_create": "Register a participant (human or agent) without a password",
-    "v1_messages_create": "Ingest a batch of messages; extraction runs in the pipeline",
+    "v1_messages_create": "Ingest a batch of messages; extraction runs in the pipeline "
+                          "(with wait, answer with each message's outcome)",
+    "v1_messages_retrieve": "One message's processing state and outcome, for a reader who "
+                            "may read it",
     "v1_documents_create": "Upload a document (its first version)",
     "v1_documents_versions_create": "Add a version to a document; statements it no longer "
                                     "supports are superseded",
