@@ -138,6 +138,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
+from itertools import pairwise
 
 from knowledge.ingest.dates import (
     _REL,
@@ -237,12 +238,13 @@ _INTERJECTIONS = (
     r"\s+which|also|plus|and|but|so|honestly|actually|seriously|basically|guess\s+what"
     r"|believe\s+it\s+or\s+not|funny\s+enough|fun\s+fact|to\s+be\s+honest|tbh|in\s+fact"
     r"|you\s+know\s+what|you\s+know|then|still|now|oh\s+yeah|oh\s+my\s+god|gosh|geez|ha+"
-    r"|fyi|fair\s+enough"
+    r"|fyi|fair\s+enough|oof|oops|whoops|mm+|ugh+|yikes|phew|whew|woo+(?:hoo+)?|yum+y?|alright"
+    r"|aight|huh|meh|sheesh|dang|darn|here\s+(?:ya|you)\s+go|there\s+(?:ya|you)\s+go"
 )
 _PUNCT_INTERJECTIONS = (
     r"great|awesome|cool|nice|sweet|sure|true|right|exactly|totally|absolutely|definitely"
     r"|indeed|agreed|man|dude|bro|buddy|fair\s+enough|sure\s+thing|of\s+course|for\s+sure"
-    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|fair|noted|\w+ly"
+    r"|amazing|wonderful|fantastic|perfect|gotcha|interesting|fair|noted|i\s+mean|\w+ly"
 )
 _LEADING_MARKER = re.compile(
     rf"^(?:(?:{_INTERJECTIONS})(?=[\s,!.:;-]|$)|(?:{_PUNCT_INTERJECTIONS})(?=\s*(?:[,!.:;-]|$)))"
@@ -251,11 +253,34 @@ _LEADING_MARKER = re.compile(
 )
 _TRAILING_FILLER = re.compile(
     r"[\s,]*\b(?:too|as\s+well|though|tho|lol|haha\w*|hehe\w*|lmao|for\s+sure|btw"
-    r"|honestly|anyway|anyways|right|tbh|take\s+a\s+look|check\s+it\s+out|see)\s*$",
+    r"|honestly|anyway|anyways|right|tbh|take\s+a\s+look|check\s+it\s+out|see"
+    r"|by\s+the\s+way|actually|basically|or\s+something|and\s+stuff)\s*$"
+    # "..., you know": set off by a comma ("what you know" is no filler)
+    r"|\s*,\s*(?:you\s+know|i\s+mean)\s*$",
     re.I,
 )
-_INLINE_FILLER = re.compile(r"\s*\b(?:lol|lmao|haha\w*|hehe\w*)\b|(?:^|,\s*)you\s+know(?:\s+what)?"
-                            r"\s*(?:,|$)", re.I)
+_INLINE_FILLER = re.compile(
+    r"\s*\b(?:lol|lmao|haha\w*|hehe\w*)\b"
+    r"|(?P<before>^|,\s*)(?:you\s+know(?:\s+what)?|i\s+mean|like|honestly|basically|actually"
+    r"|to\s+be\s+honest|tbh|btw|by\s+the\s+way|anyway|anyways)\s*(?P<after>,\s*|$)"
+    # "but hey, that's...": the interjection after a conjunction
+    r"|(?<=\bbut)\s+hey\s*,"
+    # a sentence adverb of speech, not of the claim: "I actually started", "is literally"
+    r"|\s+\b(?:actually|literally|basically)\b(?=\s+\w)",
+    re.I)
+
+
+_NEW_CLAUSE = re.compile(r"(?:I|we|he|she|they|it|there|that|this|the|my|our)\b", re.I)
+
+
+def _inline_filler(match: re.Match[str]) -> str:
+    """A filler set off by commas goes with its commas ("I was, like, so tired" -> "I was
+    so tired"), unless a new clause follows ("we loved it, you know, the vibe was great"
+    keeps one comma)."""
+    if not (match.group("before") and match.group("after") and match.group("after").strip()):
+        return ""
+    rest = match.string[match.end():]
+    return ", " if _NEW_CLAUSE.match(rest) else " "
 _WHICH_TAIL = re.compile(r",?\s*\bwhich\s+(?:is|was|'s|has\s+been|will\s+be)\b[^,]{0,60}$",
                          re.I)
 _CASUAL = re.compile(
@@ -297,6 +322,8 @@ _WRAPPER = re.compile(
     r"|^(?:I\s+)?(?:have|must|gotta|got\s+to|'ve\s+got\s+to|can)\s+(?:to\s+)?(?:say|tell\s+you|admit)"
     r"\s*(?:that\s+|,\s*)?"
     r"|^(?:guess\s+what|you\s+know\s+what|fun\s+fact|news\s+flash)\s*[,:!-]*\s*"
+    # "Speaking of special moments, we just left for Rome": a bridge from the last turn
+    r"|^speaking\s+of\s+[^,]{1,40},\s*"
     # "Please remember that I don't eat pork": the fact is what follows.
     r"|^(?:please\s+)?(?:remember|note|keep\s+in\s+mind|don't\s+forget|do\s+not\s+forget)"
     r"\s+(?:that\s+)?(?=(?:I|my|we|our)\b)"
@@ -800,9 +827,10 @@ def _rewrite(text: str, speaker: str, addressee: str | None, lead: str = "",
 
 
 def _named_soon(pieces: list[str], words: list[int], n: int) -> bool:
-    """"my family and I": the speaker is named again a few words on, and a pronoun just
-    before the name reads as someone else's."""
-    return any(pieces[pos].lower() in ("i", "me") for pos in words[n + 1:n + 5])
+    """"my family and I": the speaker is named again right after the possessive's noun,
+    and a pronoun just before the name reads as someone else's."""
+    following = [pieces[pos].lower() for pos in words[n + 1:n + 6]]
+    return any(a == "and" and b in ("i", "me") for a, b in pairwise(following))
 
 
 def _next_non_adverb(pieces: list[str], words: list[int], n: int) -> str | None:
@@ -1326,6 +1354,100 @@ def _claim(message: ObservedMessage, statement: str, subject_key: str | None, ki
     return claim
 
 
+# Showing something: "Here's a pic!", "Check out this photo from my trip to Kyoto",
+# "Here's the cake I made". What is shown is the claim ("I took a picture during one of
+# our practices", "I shared a photo from my trip to Kyoto", "I made the cake"); a picture
+# with nothing said about it ("Here's a pic!", "here's a pic of him") is no claim.
+_MEDIA = (r"(?:pic|pics|pix|picture|pictures|photo|photos|snap|snaps|snapshot|snapshots|shot"
+          r"|shots|selfie|selfies|screenshot|screenshots|video|videos|vid|clip|clips)")
+_MEDIA_WORD = {"pic": "picture", "pics": "pictures", "pix": "pictures", "vid": "video",
+               "photo": "photo", "photos": "photos", "shot": "picture", "shots": "pictures",
+               "snap": "picture", "snaps": "pictures", "snapshot": "picture",
+               "snapshots": "pictures"}
+_SHOW_LEAD = re.compile(
+    r"(?P<here>here(?:'s|\s+is|\s+are|'re))\s+|(?:check\s+out|take\s+a\s+look\s+at"
+    r"|look\s+at|(?:I'm\s+|I\s+am\s+|just\s+)?(?:sharing|sending)|shares?|attached(?:\s+is"
+    r"|\s+are)?)\s+(?=(?:a|an|the|my|our|this|that|these|those|some|another)\s)", re.I)
+_SHOWN_MEDIA = re.compile(
+    rf"(?P<det>(?:a|an|the|my|our|this|that|these|those|some|another)\s+)?"
+    rf"(?P<mods>(?:[\w'-]+\s+){{0,3}}?)(?P<media>{_MEDIA})\b(?P<rest>.*)$", re.I | re.S)
+_TAKEN_BY = re.compile(
+    r"\s*(?:that\s+|which\s+)?(?P<who>I|we)\s+(?P<adv>(?:just|finally|recently|once)\s+)?"
+    r"(?P<verb>took|snapped|shot|got|captured|grabbed|caught|made|filmed|recorded)\b"
+    r"(?P<tail>.*)$", re.S)
+_SHOWN_THING = re.compile(
+    r"(?:a|an|the|my|our|some|another|one\s+of|two|three|a\s+few)\s+\w", re.I)
+# "Here's some good news - I've got a new job": the news is what follows
+_SHOWN_VAGUE = re.compile(
+    r"(?:(?:some|the|a|an)\s+)?(?:(?:good|great|big|bad|exciting|fun|quick|little)\s+)?"
+    r"(?:news|update|thing|deal|idea|thought|tip|plan|story|one)"
+    r"\s*(?:$|[-:\u2013\u2014]+\s*(?P<rest>.*)$)", re.I | re.S)
+_SHOWN_MADE = re.compile(
+    r"(?P<np>(?:(?!of\b|at\b|in\b|on\b|for\b|with\b|from\b)[\w'-]+\s+){1,4}?)"
+    r"(?:that\s+|which\s+)?(?P<who>I|we)\s+(?P<adv>(?:just|finally|recently)\s+)?"
+    r"(?P<verb>[a-z]+)\b(?P<tail>.*)$", re.S)
+
+
+def _shown(text: str) -> str | None:
+    """What a showing clause claims: the clause to extract instead, "" when it shows
+    nothing it says anything about, None when it shows nothing."""
+    lead = _SHOW_LEAD.match(text)
+    body = text[lead.end():] if lead else text
+    media = _SHOWN_MEDIA.match(body)
+    if media is not None and (lead is not None or (
+            media.group("det") and not _has_finite_clause(text))) and not any(
+            w.lower() in _STOPWORDS for w in media.group("mods").split()):
+        det = (media.group("det") or "").strip().lower()
+        word = media.group("media")
+        word = _MEDIA_WORD.get(word.lower(), word.lower())
+        plural = word.lower().endswith("s")
+        if det in ("", "this", "that", "the", "these", "those"):
+            det = "some" if plural else "a"
+        thing = f"{det} {media.group('mods')}{word}"
+        taken = _TAKEN_BY.match(media.group("rest"))
+        if taken is not None:  # "Here's a pic I snapped during practice"
+            if _content_words(_expand(taken.group("tail")), set())[0] == 0:
+                return ""  # "check out this pic I got a while back"
+            return (f"{taken.group('who')} {taken.group('adv') or ''}{taken.group('verb')} "
+                    f"{thing}{taken.group('tail')}")
+        rest = media.group("rest")
+        if _content_words(_expand(rest), set())[0] == 0:
+            return ""  # "Here's a pic!", "here's a photo of him"
+        return f"I shared {thing}{rest}"
+    if lead is None or not lead.group("here"):
+        return None
+    vague = _SHOWN_VAGUE.match(body)
+    if vague is not None:
+        return vague.group("rest") or ""
+    if not _SHOWN_THING.match(body):
+        return None  # "Here's to new heights", "here's what happened", "here's Oliver"
+    made = _SHOWN_MADE.match(body)
+    if made is not None and (made.group("verb") in _IRREGULAR_PAST
+                             or _is_regular_past(made.group("verb"))):
+        # "Here's the cake I made for my dad's birthday" -> "I made the cake for ..."
+        return (f"{made.group('who')} {made.group('adv') or ''}{made.group('verb')} "
+                f"{made.group('np').rstrip()}{made.group('tail')}")
+    return f"I showed {body[0].lower()}{body[1:]}"
+
+
+# A fan of nothing named: "John is a fan.", "Tim is a huge fan too." (what of is in
+# another turn, and the statement alone says nothing about John).
+_BARE_FAN = re.compile(
+    r"(?-i:[A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2})(?:\s+and\s+others)?"
+    r"(?:\s+said\s+(?:he|she|they|it|that|this))?"
+    r"(?:\s+(?:is|was|are|were|has\s+been|have\s+been|will\s+be|'s|'re)|'s|'re)\s+"
+    r"(?:(?:\w+ly|such|quite|also|still|always|so|definitely|def|kind\s+of|just|all|now|not)\s+)*"
+    r"(?:an?\s+|the\s+)?(?:(?:big|huge|massive|great|real|true|die-?hard|long-?time|total|major"
+    r"|avid|crazy|super|biggest|number\s+one|#1|fellow|loyal|devoted|diehard)\s+)*fans?"
+    r"(?:\s+(?:too|as\s+well|now|again|already|though|then|myself|forever))?[.!]*",
+    re.I)
+
+
+def _content_free(statement: str) -> bool:
+    """A statement that reads as a claim but names nothing: "John is a fan."."""
+    return _BARE_FAN.fullmatch(statement.strip()) is not None
+
+
 _NO_REFERENTS = Referents()
 _SO_TAIL = re.compile(r",\s*so\s+(?P<tail>[^,;]+?)\W*$", re.I)
 # "no more night runs", "lots of reading": a noun phrase even when a noun looks like a verb
@@ -1459,7 +1581,7 @@ class RuleBasedExtractor:
                                                  flags=re.I), count=1)
         work, count = _HEDGE_REMOVE.subn("", work)
         hedged = hedged or count > 0
-        work = _INLINE_FILLER.sub("", work)
+        work = _INLINE_FILLER.sub(_inline_filler, work)
         work = _WHICH_TAIL.sub("", work)
         work = _LEADING_YOU_PHRASE.sub("", work)
         work, _, _ = _strip_leading(_tidy(work), peers)
@@ -1474,6 +1596,11 @@ class RuleBasedExtractor:
             # "I've been diagnosed with asthma, so no more night runs for me": the verbless
             # remark after "so" is an aside; the claim is the clause before it
             work = work[:so_tail.start()].rstrip()
+        shown = _shown(work)
+        if shown is not None:
+            if not shown:
+                return None  # "Here's a pic!": it says that something is shown, not what
+            work = shown
 
         subject = _classify_subject(work, peers)
         if subject is not None and subject.mode == "listener" and (
@@ -1522,7 +1649,7 @@ class RuleBasedExtractor:
         speaker_name = message.speaker_name.strip() or message.speaker_key
         statement = _finish_statement(_rewrite(work, speaker_name, addressee_name,
                                                names=_name_words(peers)))
-        if not statement or len(_tokens(statement)) < 2:
+        if not statement or len(_tokens(statement)) < 2 or _content_free(statement):
             return None
         confidence = _BASE_CONFIDENCE[subject.mode]
         if hedged:
@@ -1597,6 +1724,8 @@ class RuleBasedExtractor:
             return None
         joiner = " said: " if verbless else " said "
         statement = _finish_statement(speaker_name + joiner + body)
+        if _content_free(statement):
+            return None
         confidence = _REPORT_CONFIDENCE - (_HEDGE_PENALTY if hedged else 0.0)
         # what was said is a fact about the speaker; "she loves painting" is no preference
         # of the speaker's, so no kind of the reported clause carries over
