@@ -61,6 +61,7 @@ from knowledge.selectors import scope_ancestors, visible_knowledge
 from memhouse.llm import ChatProvider, ProviderError, get_provider
 from memhouse.principal import Reader
 from retrieval import engine, source_recall
+from retrieval import evidence as evidence_mod
 from retrieval.lexical import analyze
 from retrieval.lineage import related_ids
 from retrieval.profiles import Profile
@@ -108,16 +109,33 @@ class Evidence:
     origin: str  # "base" or the tool that found it
     data: dict[str, Any]
     base_rank: int | None = None
+    when: str | None = None  # retrieval.evidence.when_label, set by _ground
+    source: str | None = None  # the dated source turn, when it holds lost detail
+    # Valid time (relevant_from, relevant_until) of a knowledge item, for `when`.
+    valid: tuple[Any, Any] = (None, None)
+    recorded: Any = None  # inserted_at: the date of last resort
 
     def prompt_item(self) -> dict[str, str]:
-        return {"id": self.id, "type": self.type, "text": self.text}
+        item = {"id": self.id, "type": self.type, "text": self.text}
+        if self.when:
+            item["when"] = self.when
+        if self.source:
+            item["source_turn"] = self.source
+        return item
+
+    def answer_line(self) -> str:
+        line = f"[{self.when}] {self.text}" if self.when else self.text
+        return f"{line} (source: {self.source})" if self.source else line
 
     @property
     def tokens(self) -> int:
         return tokens(json.dumps(self.prompt_item(), ensure_ascii=False))
 
     def citation(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, **self.data}
+        extra = {"when": self.when} if self.when else {}
+        if self.source:
+            extra["source_turn"] = self.source
+        return {"id": self.id, "type": self.type, **self.data, **extra}
 
 
 def _knowledge_evidence(c: dict[str, Any], origin: str, base_rank: int | None = None
@@ -125,7 +143,30 @@ def _knowledge_evidence(c: dict[str, Any], origin: str, base_rank: int | None = 
     data = {"statement": c["statement"], "kind": c["kind"], "scope": c["scope"],
             "subject_peer_key": c["subject_peer_key"], "confidence": c["confidence"],
             "state": c["state"]}
-    return Evidence(c["id"], "knowledge", c["statement"], origin, data, base_rank)
+    return Evidence(c["id"], "knowledge", c["statement"], origin, data, base_rank,
+                    valid=(c.get("relevant_from"), c.get("relevant_until")),
+                    recorded=c.get("inserted_at"))
+
+
+def _ground(reader: Reader, scope_ids: list[Any], query: str, evidence: list[Evidence]
+            ) -> None:
+    """Date every knowledge item and attach its source turn where the turn holds detail
+    the statement lost (retrieval.evidence: the same rules as get_context's lines)."""
+    ids = [e.id for e in evidence if e.type == "knowledge"]
+    said = evidence_mod.said_at_of(ids)
+    turns = evidence_mod.source_turns(reader, scope_ids, ids)
+    shown: set[Any] = set()
+    for e in evidence:
+        if e.type != "knowledge":
+            continue
+        start, end = e.valid
+        e.when = evidence_mod.when_label(start, end, said.get(e.id), e.recorded)
+        turn = turns.get(e.id)
+        if (turn is not None and turn.message_id not in shown
+                and evidence_mod.lost_detail(e.text, turn.text)):
+            cut = evidence_mod.excerpt(turn.text, anchor=e.text, query=query)
+            e.source = evidence_mod.turn_line(turn, cut)
+            shown.add(turn.message_id)
 
 
 def _hydrate(reader: Reader, scope_ids: list[Any], ids: list[str], origin: str
@@ -142,7 +183,10 @@ def _hydrate(reader: Reader, scope_ids: list[Any], ids: list[str], origin: str
             out.append(_knowledge_evidence(
                 {"id": i, "statement": k.statement, "kind": k.kind, "scope": k.scope.path,
                  "subject_peer_key": k.subject_peer.key if k.subject_peer else None,
-                 "confidence": k.confidence, "state": k.state}, origin))
+                 "confidence": k.confidence, "state": k.state,
+                 "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
+                 "inserted_at": k.inserted_at},
+                origin))
     return out
 
 
@@ -221,6 +265,28 @@ def relevance(result: engine.SearchResult, floor: float) -> Relevance:
         i for i in ids if similarity.get(i, 0.0) >= floor or i in matched))
 
 
+def _grounded(query: str, evidence: list[Evidence]) -> dict[str, Any]:
+    """The model-free answer: the best-ranked statement that cleared the relevance gate,
+    dated, with its source turn when the turn holds detail the statement lost; a second
+    line only when it covers question words the first does not (a two-part question).
+    Confidence 40 (NO_PROVIDER_CONFIDENCE): a chosen configuration answering, unweighed."""
+    want = evidence_mod.stems(query)
+    chosen = [evidence[0]]
+    covered = want & evidence_mod.stems(evidence[0].text)
+    for e in evidence[1:NO_PROVIDER_TOP]:
+        more = (want & evidence_mod.stems(e.text)) - covered
+        if more and len(chosen) < 2:
+            chosen.append(e)
+            covered |= more
+    return {"answer": " ".join(e.answer_line() for e in chosen),
+            "answer_confidence": NO_PROVIDER_CONFIDENCE,
+            # The below-50 abstention rule reads a model's own certainty; with no
+            # model the fixed 40 marks the answer as unweighed, not withdrawn.
+            "abstained": False, "abstention_reason": None, "answer_degraded": None,
+            "citations": [e.citation() for e in chosen],
+            "supporting_statements": [e.text for e in chosen], "model_called": False}
+
+
 def _answer(provider: ChatProvider | None, query: str, evidence: list[Evidence],
             *, empty_reason: str = "no_candidates") -> dict[str, Any]:
     if not evidence:
@@ -228,14 +294,7 @@ def _answer(provider: ChatProvider | None, query: str, evidence: list[Evidence],
                 "abstention_reason": empty_reason, "answer_degraded": None,
                 "citations": [], "supporting_statements": [], "model_called": False}
     if provider is None:
-        top = evidence[:NO_PROVIDER_TOP]
-        return {"answer": " ".join(e.text for e in top),
-                "answer_confidence": NO_PROVIDER_CONFIDENCE,
-                # The below-50 abstention rule reads a model's own certainty; with no
-                # model the fixed 40 marks the answer as unweighed, not withdrawn.
-                "abstained": False, "abstention_reason": None, "answer_degraded": None,
-                "citations": [e.citation() for e in top],
-                "supporting_statements": [e.text for e in top], "model_called": False}
+        return _grounded(query, evidence)
     user = json.dumps({"question": query, "evidence": [e.prompt_item() for e in evidence]},
                       ensure_ascii=False)
     try:
@@ -496,15 +555,16 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
                               "include_source_recall": include_source_recall,
                               "answer_cap": ANSWER_CAP,
                               "relevance": about.as_dict(len(result.candidates))}
+    scope_ids = list(scope_ancestors(scope).values_list("id", flat=True))
     if effort is None or not base:
         # Nothing about the question: no planning either (a rewritten query or the
         # reader's profile would only dress up unrelated statements as evidence).
+        _ground(reader, scope_ids, query, base)
         evidence = base
         recall["planner"] = None
     else:
         preset = PRESETS[effort]
         tools = KNOWLEDGE_TOOLS + (SOURCE_TOOLS if include_source_recall else ())
-        scope_ids = list(scope_ancestors(scope).values_list("id", flat=True))
         planner = _Planner(reader=reader, scope=scope, scope_ids=scope_ids, query=query,
                            profile=profile, preset=preset, tools=tools,
                            seen={str(c["id"]) for c in result.candidates},
@@ -512,6 +572,8 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
                            provider=provider)
         planner.run()
         exhausted = list(planner.exhausted)
+        # Dated before the token ceiling counts them: the answerer gets what is counted.
+        _ground(reader, scope_ids, query, base + planner.found)
         evidence = _assemble(base, planner.found, preset.retain, preset.evidence_tokens,
                              exhausted)
         recall.update({

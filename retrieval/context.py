@@ -30,14 +30,14 @@ No generation model is called on this path.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from knowledge.models import Peer, Scope, Session
 from knowledge.selectors import scope_ancestors
 from memhouse.principal import Reader
-from retrieval import engine, entity_cards
+from retrieval import engine, entity_cards, evidence
 from retrieval.lexical import analyze, normalize_term
 from retrieval.profiles import resolve_profile
 from retrieval.projections import Audience, Key, Kind, load, ranked_pool
@@ -46,6 +46,7 @@ DEFAULT_BUDGET = 4000
 MIN_BUDGET = 200
 MAX_BUDGET = 50_000
 HEAD_LIMIT = 12
+QUERY_PROFILE = "balanced"
 _WORD = re.compile(r"[\w']+")
 
 
@@ -115,36 +116,103 @@ def _entry_from_candidate(c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _fit(sections: list[_Section], budget: int) -> tuple[str, dict[str, list[dict[str, Any]]],
-                                                         int]:
-    """Greedy, priority-ordered packing of statements into the character budget."""
-    text = ""
-    placed: set[str] = set()
+@dataclass
+class _Placed:
+    text: str = ""
+    words: set[str] = field(default_factory=set)
+    messages: set[Any] = field(default_factory=set)
+    omitted: int = 0
+    duplicates: int = 0
+    excerpts: int = 0
+    excerpts_left_out: int = 0
+
+
+def _line(e: dict[str, Any]) -> str:
+    when = e.get("when")
+    return f"- [{when}] {e['statement']}\n" if when else f"- {e['statement']}\n"
+
+
+def _fit(sections: list[_Section], budget: int, turns: dict[str, evidence.Turn],
+         query: str) -> tuple[_Placed, dict[str, list[dict[str, Any]]]]:
+    """Greedy, priority-ordered packing of lines into the character budget.
+
+    A statement already said by what is placed (its content words and its date are in the
+    text: a repeat, or a turn excerpt that holds it) is left out as a duplicate. A ranked
+    statement whose source turn holds detail it lost gets the turn's excerpt under it when
+    both fit, once per message; else it goes alone."""
+    placed = _Placed()
+    ids: set[str] = set()
     kept: dict[str, list[dict[str, Any]]] = {}
-    omitted = 0
     for section in sections:
         header = f"## {section.title}\n"
         kept[section.name] = []
         for e in section.entries:
-            if e["id"] in placed:
+            if e["id"] in ids:
                 continue
-            line = f"- {e['statement']}\n"
+            words = evidence.stems(e["statement"])
+            if words and words <= placed.words and (
+                    not e.get("when") or e["when"] in placed.text):
+                placed.duplicates += 1
+                continue
+            line = _line(e)
             cost = len(line) + (0 if kept[section.name] else len(header))
-            if len(text) + cost > budget:
-                omitted += 1
+            if len(placed.text) + cost > budget:
+                placed.omitted += 1
                 continue
+            source = None
+            turn = turns.get(e["id"])
+            if (turn is not None and turn.message_id not in placed.messages
+                    and evidence.lost_detail(e["statement"], turn.text)):
+                cut = evidence.excerpt(turn.text, anchor=e["statement"], query=query)
+                quoted = f"  > {evidence.turn_line(turn, cut)}\n"
+                if len(placed.text) + cost + len(quoted) <= budget:
+                    line += quoted
+                    source = {"message_id": str(turn.message_id), "speaker": turn.speaker,
+                              "said_at": turn.said_at.isoformat(), "excerpt": cut}
+                    placed.messages.add(turn.message_id)
+                    placed.excerpts += 1
+                    words |= evidence.stems(cut)
+                else:
+                    placed.excerpts_left_out += 1
             if not kept[section.name]:
-                text += header
-            text += line
-            kept[section.name].append(e)
-            placed.add(e["id"])
-    return text, kept, omitted
+                placed.text += header
+            placed.text += line
+            placed.words |= words
+            kept[section.name].append({**e, "source": source} if source else e)
+            ids.add(e["id"])
+    return placed, kept
+
+
+def _head_limit(budget: int) -> int:
+    """How many ranked statements a budget can use (about 100 characters a line)."""
+    return max(HEAD_LIMIT, min(engine.MAX_LIMIT, budget // 100))
+
+
+def _relevant(entries: list[dict[str, Any]], terms: set[str]) -> list[dict[str, Any]]:
+    """With a query, a projection's entries earn their place only by sharing its terms."""
+    if not terms:
+        return entries
+    return [e for e in entries if terms & _words(e["statement"])]
+
+
+def _dated(entries: list[dict[str, Any]], said: dict[str, datetime]) -> list[dict[str, Any]]:
+    return [{**e, "when": evidence.when_label(_dt(e.get("relevant_from")),
+                                              _dt(e.get("relevant_until")),
+                                              said.get(e["id"]),
+                                              _dt(e.get("inserted_at")))} for e in entries]
+
+
+def _dt(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
 
 
 def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
                 query: str = "", budget_chars: int = DEFAULT_BUDGET) -> dict[str, Any]:
     chain = sorted(scope_ancestors(scope).values_list("id", "path"),
                    key=lambda row: len(row[1]), reverse=True)  # nearest first
+    scope_ids = [sid for sid, _ in chain]
     audience = Audience.PUBLIC if reader.posture == "public_only" else Audience.SHARED
     cards = [Key(Kind.SCOPE_CARD, audience, sid) for sid, _ in chain]
     profiles = ([Key(Kind.PEER_PROFILE, Audience.SUBJECT, sid, peer_id=reader.peer_id)
@@ -161,32 +229,48 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
         return out
 
     retrieval: dict[str, Any] | None = None
-    if hit:
-        head = _ranked_head(reader, [sid for sid, _ in chain],
-                            [loaded.ids[k] for k in [*summaries, *profiles, *cards]], query)
-        if head is None:
-            head = _head_from_projections(
-                entries_of(summaries) + entries_of(profiles) + entries_of(cards), query)
+    if query.strip():
+        # The question ranks the knowledge head with the scope's own search profile, deep
+        # enough to fill the budget: what the agent pastes is what search found best.
+        profile = resolve_profile(requested=None, scope=scope, default=QUERY_PROFILE)
+        result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
+                               limit=_head_limit(budget_chars))
+        head = [_entry_from_candidate(c) for c in result.candidates]
+        retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}
+    elif hit:
+        head = _head_from_projections(
+            entries_of(summaries) + entries_of(profiles) + entries_of(cards), query)
     else:
         profile = resolve_profile(requested="fast", scope=scope, default="fast")
         result = engine.search(reader=reader, scope=scope, query=query, profile=profile,
-                               limit=HEAD_LIMIT, blank_fallback=not query.strip())
+                               limit=HEAD_LIMIT, blank_fallback=True)
         head = [_entry_from_candidate(c) for c in result.candidates]
         retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}
+    terms = _terms(query) if query.strip() else set()
     # Entity cards of the names the query gives, right after the head (entity_cards).
     named = entity_cards.cards_for_query(reader=reader, chain=chain, query=query)
     sections = [_Section("knowledge", "Knowledge", head)]
     sections += [_Section(f"entity_card:{i}", f"{c.name} ({c.kind}) in {c.scope}", c.entries)
                  for i, c in enumerate(named)]
     if session is not None:
-        sections.append(_Section("session_summary", "Session summary", entries_of(summaries)))
+        sections.append(_Section("session_summary", "Session summary",
+                                 _relevant(entries_of(summaries), terms)))
     if profiles:
-        sections.append(_Section("peer_profile", "Peer profile", entries_of(profiles)))
+        sections.append(_Section("peer_profile", "Peer profile",
+                                 _relevant(entries_of(profiles), terms)))
     path_of = dict(chain)
     for k in cards:
         sections.append(_Section(f"scope_card:{k.scope_id}", f"Scope {path_of[k.scope_id]}",
-                                 entries_of([k])))
-    text, kept, omitted = _fit(sections, budget_chars)
+                                 _relevant(entries_of([k]), terms)))
+    said = evidence.said_at_of(e["id"] for sec in sections for e in sec.entries)
+    for sec in sections:
+        sec.entries = _dated(sec.entries, said)
+    # Excerpts only under statements the query ranked: a card line has no question to
+    # have lost an answer to.
+    turns = (evidence.source_turns(reader, scope_ids, [e["id"] for e in head])
+             if query.strip() else {})
+    placed, kept = _fit(sections, budget_chars, turns, query)
+    text = placed.text
     peer_key = (Peer.objects.filter(pk=reader.peer_id).values_list("key", flat=True).first()
                 if reader.peer_id is not None else None)
     return {
@@ -194,8 +278,13 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
         "reader_posture": reader.posture,
         "budget_chars": budget_chars,
         "used_chars": len(text),
-        "truncated": omitted > 0,
-        "omitted_statements": omitted,
+        "truncated": placed.omitted > 0,
+        "omitted_statements": placed.omitted,
+        "left_out": {"over_budget": placed.omitted, "duplicates": placed.duplicates,
+                     "excerpts_over_budget": placed.excerpts_left_out,
+                     "sections_empty": [sec.name for sec in sections
+                                        if sec.entries and not kept[sec.name]]},
+        "excerpts": placed.excerpts,
         "context": text,
         "knowledge": kept["knowledge"],
         "session_summary": ({"session": session.external_id, "available":

@@ -151,16 +151,19 @@ def test_empty_candidates_abstain_without_a_model_call(live_server, corpus, mode
     assert model.requests == []
 
 
-def test_without_a_provider_the_top_statements_are_concatenated(live_server, corpus,  # noqa: F811
-                                                                settings):
-    w, _ = corpus
+def test_without_a_provider_the_best_statement_answers_with_its_date(live_server, corpus,  # noqa: F811
+                                                                      settings):
+    w, ids = corpus
     settings.MEMHOUSE_LLM_BASE_URL = ""
     body = _ok(_ask(live_server, w.agent_key, query=QUESTION, peer_key="alice"))
-    top = [c["statement"] for c in body["candidates"][:3]]
-    assert body["answer"] == " ".join(top)
+    assert body["candidates"][0]["id"] == ids["support"]
+    # One line, dated by its valid time, cited; not the top three pasted together.
+    assert body["answer"] == "[7 May 2023] Alice went to an LGBTQ support group."
+    assert [c["id"] for c in body["citations"]] == [ids["support"]]
+    assert body["citations"][0]["when"] == "7 May 2023"
     assert body["answer_confidence"] == 40 and body["abstained"] is False
     assert body["answer_degraded"] is None
-    assert body["supporting_statements"] == top
+    assert body["supporting_statements"] == ["Alice went to an LGBTQ support group."]
 
 
 def test_fixed_ask_retrieves_with_thorough_whatever_the_scope_searches_with(
@@ -418,4 +421,6 @@ def test_the_floor_is_a_setting_and_zero_turns_it_off(live_server, corpus, setti
     body = _ok(_ask(live_server, w.agent_key, query="What is the capital of France?",
                     peer_key="alice"))
     assert body["abstained"] is False and body["recall"]["relevance"]["basis"] == "disabled"
-    assert len(body["citations"]) == min(3, len(body["candidates"]))
+    # Grounded: the best line, and a second only for question words the first lacks.
+    assert 1 <= len(body["citations"]) <= 2
+    assert body["citations"][0]["id"] == body["candidates"][0]["id"]

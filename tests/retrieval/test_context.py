@@ -51,33 +51,38 @@ def test_a_miss_runs_fast_live_then_projections_are_reused(live_server, corpus):
     first = _ok(_context(live_server, w.agent_key, peer_key="alice",
                          query="Where did Alice go for support?"))
     assert first["projection_cache_hit"] is False and first["fast_fallback"] is True
-    assert first["retrieval"]["profile"] == "fast"
+    # A question ranks the head with the scope's search profile (balanced by default).
+    assert first["retrieval"]["profile"] == "balanced"
     assert first["knowledge"][0]["id"] == ids["support"]
     assert first["projections"]["missing"] == 6  # 3 scope cards + 3 profile slices
     # the rebuild ran in the background after that request committed
     second = _ok(_context(live_server, w.agent_key, peer_key="alice",
                           query="Where did Alice go for support?"))
     assert second["projection_cache_hit"] is True and second["fast_fallback"] is False
-    assert second["retrieval"] is None
+    assert second["retrieval"]["profile"] == "balanced"
     assert second["knowledge"][0]["id"] == ids["support"]
     assert second["peer_profile"]["peer_key"] == "alice"
-    assert ids["asthma"] in _all_ids(second)  # her own personal row, via her profile
-    cards = {c["scope"]: {e["id"] for e in c["entries"]} for c in second["scope_cards"]}
+    # With a question, projections earn their place: the blank read shows them all.
+    blank = _ok(_context(live_server, w.agent_key, peer_key="alice"))
+    assert blank["projection_cache_hit"] is True and blank["retrieval"] is None
+    assert ids["asthma"] in _all_ids(blank)  # her own personal row, via her profile
+    cards = {c["scope"]: {e["id"] for e in c["entries"]} for c in blank["scope_cards"]}
     assert list(cards) == ["/marketing/social", "/marketing", "/"]  # nearest first
-    assert ids["team"] in cards["/marketing"] | _all_ids(second)
-    assert ids["paid"] not in _all_ids(second)
+    assert ids["team"] in cards["/marketing"] | _all_ids(blank)
+    assert ids["paid"] not in _all_ids(second) | _all_ids(blank)
     # every statement appears once in the whole payload
-    listed = [e["id"] for e in second["knowledge"]] + [
-        e["id"] for c in second["scope_cards"] for e in c["entries"]] + [
-        e["id"] for e in second["peer_profile"]["entries"]]
-    assert len(listed) == len(set(listed))
+    for body in (second, blank):
+        listed = [e["id"] for e in body["knowledge"]] + [
+            e["id"] for c in body["scope_cards"] for e in c["entries"]] + [
+            e["id"] for e in body["peer_profile"]["entries"]]
+        assert len(listed) == len(set(listed))
 
 
-def test_a_hit_ranks_the_whole_pool_by_the_query(live_server, corpus, monkeypatch):  # noqa: F811
+def test_a_question_is_ranked_by_search_on_a_hit_too(live_server, corpus, monkeypatch):  # noqa: F811
     from retrieval import projections
 
     w, ids = corpus
-    # Projections that show nothing: a hit head can only come from their id pools.
+    # Projections that show nothing: the head comes from the search, not their entries.
     monkeypatch.setattr(projections, "MAX_ENTRIES", 0)
     q = "Where did Alice go for support?"
     _ok(_context(live_server, w.agent_key, peer_key="alice", query=q))  # miss: builds
@@ -144,7 +149,7 @@ def test_the_budget_bounds_the_rendered_context(live_server, corpus):  # noqa: F
         body = _ok(_context(live_server, w.agent_key, peer_key="alice", budget_chars=budget))
         assert body["used_chars"] == len(body["context"]) <= budget
         for e in body["knowledge"]:
-            assert f"- {e['statement']}\n" in body["context"]
+            assert f"- [{e['when']}] {e['statement']}\n" in body["context"]
     small = _ok(_context(live_server, w.agent_key, peer_key="alice", budget_chars=200))
     assert small["truncated"] is True and small["omitted_statements"] > 0
     assert _ok(_context(live_server, w.agent_key, peer_key="alice"))["budget_chars"] == 4000

@@ -32,6 +32,15 @@ def _context(live_server, key, **body) -> dict:
     return r.json()
 
 
+@pytest.fixture(autouse=True)
+def _cards_alone(monkeypatch):
+    """With a question the ranked head takes every statement of a corpus this small, and
+    each statement appears once: an empty head leaves the cards to show what they hold."""
+    from retrieval import context
+
+    monkeypatch.setattr(context, "_head_limit", lambda budget: 0)
+
+
 def _card_ids(body: dict) -> set[str]:
     return {e["id"] for c in body["entity_cards"] for e in c["entries"]}
 

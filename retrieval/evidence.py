@@ -1,0 +1,217 @@
+"""What an agent pastes: a statement's time in words, and the source turn it came from.
+
+Statements stay immutable; everything here is rendering at read time.
+
+* **When.** `when_label` renders valid time (half-open `[relevant_from, relevant_until)`)
+  at the precision extraction stored it: a day ("7 May 2023"), a calendar month ("May
+  2023"), a calendar year ("2022"), another window by its first and last day ("29 May -
+  4 June 2023"), or an open end ("since 7 May 2023", "until 12 June 2026"). A statement
+  with no valid time is dated by when its source was said ("said 8 May 2023"): relative
+  words were resolved against that moment at extraction, and an agent needs it to order
+  events. With no source message either (a curator's or a document's statement) it is
+  dated by when MemHouse recorded it ("recorded 5 December 2026"). Month names are
+  spelled out so no reader takes 05/07 for July.
+* **Source turns.** `source_turns` finds, per statement, the earliest source message the
+  reader may see (`lineage.visible_messages`: spoken by the reader, or every statement
+  drawn from it visible to the reader - the rule the source-turn lane applies) and none
+  of whose statements was refused, redacted, retracted or superseded, whoever reads: an
+  excerpt must never bring back material governance took out of circulation.
+* **Lost detail.** Extraction rewrites a turn into short statements and moves dates into
+  fields; names, objects and numbers the question asks about can be left behind.
+  `lost_detail` says whether a turn holds content words its statement does not, and
+  `excerpt` cuts the turn to its sentences nearest the statement and the query.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Exists, OuterRef
+
+from knowledge.models import Knowledge, KnowledgeSource
+from memhouse.principal import Reader
+from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS, normalize_term
+from retrieval.lineage import visible_messages
+
+# States whose material must not come back through an excerpt of their source.
+WITHDRAWN = ("rejected", "redacted", "retracted", "superseded")
+EXCERPT_CHARS = 220
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
+# Words that carry no answer on their own: PostgreSQL's English stop words (the lexical
+# strategy's list) plus chat filler that LoCoMo-like turns are full of, so "detail" means
+# names, objects, numbers and content verbs.
+_FILLER = frozenset({
+    "yeah", "yes", "oh", "wow", "hey", "hi", "lol", "haha", "really", "thanks", "thank",
+    "awesome", "great", "cool", "nice", "totally", "definitely", "sure", "okay", "ok", "um",
+    "uh", "like", "get", "got", "going", "gonna", "know", "think", "thing", "things", "lot",
+    "much", "well", "glad", "good", "love", "hear", "hope", "sounds", "sound", "feel",
+    "feels", "felt", "make", "made", "way", "always", "also", "just"})
+_STOP = POSTGRES_ENGLISH_STOPWORDS | _FILLER
+
+
+def _day(d: datetime) -> str:
+    return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
+
+
+def _utc(d: datetime) -> datetime:
+    return d.astimezone(UTC) if d.tzinfo else d.replace(tzinfo=UTC)
+
+
+def _midnight(d: datetime) -> bool:
+    return (d.hour, d.minute, d.second, d.microsecond) == (0, 0, 0, 0)
+
+
+def _to_local_midnight(d: datetime) -> timedelta:
+    """The shift that puts `d` on a midnight. Extraction opens windows at local midnight
+    of the speaker's zone and the database returns UTC, so 7 May at -05:00 comes back as
+    05:00 UTC: shifting by the zone recovers the speaker's calendar day."""
+    tod = d - d.replace(hour=0, minute=0, second=0, microsecond=0)
+    return timedelta(days=1) - tod if tod > timedelta(hours=12) else -tod
+
+
+def when_label(relevant_from: datetime | None, relevant_until: datetime | None,
+               said_at: datetime | None = None, recorded_at: datetime | None = None
+               ) -> str | None:
+    """The statement's time in absolute words (module doc), or None when none is known."""
+    start = _utc(relevant_from) if relevant_from else None
+    end = _utc(relevant_until) if relevant_until else None
+    shift = _to_local_midnight(start or end) if (start or end) else timedelta(0)
+    start = start + shift if start else None
+    end = end + shift if end else None
+    if start and end:
+        last = end - timedelta(days=1) if _midnight(end) else end
+        if last.date() <= start.date():
+            return _day(start)
+        if start.day == 1 and _midnight(start) and _midnight(end) and end.day == 1:
+            months = (end.year - start.year) * 12 + end.month - start.month
+            if months == 1:
+                return f"{_MONTHS[start.month - 1]} {start.year}"
+            if months == 12 and start.month == 1:
+                return str(start.year)
+        if start.year == last.year:
+            head = (str(start.day) if start.month == last.month
+                    else f"{start.day} {_MONTHS[start.month - 1]}")
+            return f"{head} - {_day(last)}"
+        return f"{_day(start)} - {_day(last)}"
+    if start:
+        return f"since {_day(start)}"
+    if end:
+        return f"until {_day(end)}"
+    if said_at:
+        return f"said {_day(_utc(said_at))}"
+    if recorded_at:
+        return f"recorded {_day(_utc(recorded_at))}"
+    return None
+
+
+def said_label(said_at: datetime) -> str:
+    return _day(_utc(said_at))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A source message as an excerpt may show it."""
+
+    message_id: uuid.UUID
+    speaker: str
+    said_at: datetime
+    text: str
+
+
+def source_turns(reader: Reader, scope_ids: Sequence[Any], statement_ids: Iterable[str]
+                 ) -> dict[str, Turn]:
+    """Per statement id, its earliest source message the reader may see and that no
+    withdrawn statement came from (module doc). One query."""
+    ids = list(dict.fromkeys(str(i) for i in statement_ids))
+    if not ids:
+        return {}
+    withdrawn = KnowledgeSource.objects.filter(
+        message_id=OuterRef("message_id"),
+        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
+    rows = (KnowledgeSource.objects
+            .filter(knowledge_id__in=ids, message__isnull=False,
+                    message_id__in=visible_messages(reader, scope_ids).values("id"))
+            .filter(~Exists(withdrawn))
+            .order_by("knowledge_id", "message__occurred_at", "message__inserted_at",
+                      "message_id")
+            .values_list("knowledge_id", "message_id", "message__peer__display_name",
+                         "message__occurred_at", "message__text"))
+    out: dict[str, Turn] = {}
+    for kid, mid, speaker, said_at, text in rows:
+        out.setdefault(str(kid), Turn(mid, speaker, said_at, text))
+    return out
+
+
+def said_at_of(statement_ids: Iterable[str]) -> dict[str, datetime]:
+    """When each statement's earliest source message was said (for its date only: no text
+    is read, so no visibility rule beyond the statement's own applies)."""
+    ids = list(dict.fromkeys(str(i) for i in statement_ids))
+    out: dict[str, datetime] = {}
+    for kid, said in (KnowledgeSource.objects.filter(knowledge_id__in=ids,
+                                                     message__isnull=False)
+                      .order_by("knowledge_id", "message__occurred_at")
+                      .values_list("knowledge_id", "message__occurred_at")):
+        out.setdefault(str(kid), said)
+    return out
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words that can carry an answer (not function words or filler)."""
+    return {w for w in (t.lower().strip("'-") for t in _TOKEN.findall(text))
+            if w and w not in _STOP and (len(w) > 2 or w.isdigit())}
+
+
+def stems(text: str) -> set[str]:
+    """Content words normalised as the lexical strategy compares terms."""
+    return {normalize_term(w) for w in content_words(text)}
+
+
+def lost_detail(statement: str, turn_text: str) -> bool:
+    """True when the turn holds a content word its statement lacks (compared by a light
+    normalisation, so "paints"/"painted" count as the same word; first-person words are already
+    function words, and the speaker's name is in the excerpt's prefix)."""
+    return bool(stems(turn_text) - stems(statement))
+
+
+def excerpt(turn_text: str, *, anchor: str, query: str = "",
+            limit: int = EXCERPT_CHARS) -> str:
+    """The turn cut to at most `limit` characters: whole when it fits, else those of its
+    sentences that share the most words with the statement and the query (only ones that
+    share some), in their own order, with "..." where sentences were left out."""
+    text = " ".join(turn_text.split())
+    if len(text) <= limit:
+        return text
+    sentences = [s for s in _SENTENCE.split(text) if s]
+    want = stems(f"{anchor} {query}")
+    scored = sorted(range(len(sentences)), key=lambda i: (-len(want & stems(sentences[i])), i))
+    keep: list[int] = []
+    used = 0
+    for i in scored:
+        if not want & stems(sentences[i]):
+            break
+        cost = len(sentences[i]) + 4
+        if used + cost <= limit:
+            keep.append(i)
+            used += cost
+    if not keep:  # one long sentence: cut at a word boundary
+        cut = text[: limit - 3].rsplit(" ", 1)[0]
+        return f"{cut}..."
+    out = ""
+    for n, i in enumerate(sorted(keep)):
+        gap = i > 0 if n == 0 else i != sorted(keep)[n - 1] + 1
+        out += ("... " if gap and n == 0 else " ... " if gap else " ") + sentences[i]
+    last = max(keep)
+    return (out.strip() + (" ..." if last < len(sentences) - 1 else ""))[:limit]
+
+
+def turn_line(turn: Turn, text: str) -> str:
+    """'[8 May 2023] Caroline: text' - dated and with its speaker, as a transcript."""
+    return f'[{said_label(turn.said_at)}] {turn.speaker}: "{text}"'
