@@ -83,7 +83,8 @@ def when_label(relevant_from: datetime | None, relevant_until: datetime | None,
     """The statement's time in absolute words (module doc), or None when none is known."""
     start = _utc(relevant_from) if relevant_from else None
     end = _utc(relevant_until) if relevant_until else None
-    shift = _to_local_midnight(start or end) if (start or end) else timedelta(0)
+    edge = start or end
+    shift = _to_local_midnight(edge) if edge else timedelta(0)
     start = start + shift if start else None
     end = end + shift if end else None
     if start and end:
