@@ -668,18 +668,21 @@ def _plural_noun(low: str, previous: str) -> bool:
             or previous.endswith("'s"))
 
 
-def _coreferent(so_far: str, name: str, group: bool, names: frozenset[str]) -> bool:
+def _coreferent(so_far: str, name: str, group: bool, names: frozenset[str],
+                plural: bool = False) -> bool:
     """Does a possessive of ``name`` (``group``: "our", not "my") written after
     ``so_far`` point back at someone the statement already named? Only when the name
     was said (not just as a possessive: "Rosa's mom loves Rosa's cooking" stays) and
-    nobody and nothing else in the statement could be what a pronoun points at."""
+    nobody and nothing else in the statement could be what a pronoun points at.
+    ``plural``: a "we" or "us", which may point back only at "Name and others"."""
     mentions = re.compile(rf"(?<![\w']){re.escape(name)}(?P<own>'s)?(?P<others> and others)?"
                           rf"(?![\w'])")
     last = None
     for match in mentions.finditer(so_far):
         if not match.group("own"):
             last = match
-    if last is None or (last.group("others") and not group):
+    if last is None or (last.group("others") and not group) or (
+            plural and not last.group("others")):
         return False  # "Sam and others went to Sam's parents' place": my is not our
     rest = mentions.sub(" ", so_far)
     if _PERSON_NOUN.search(rest):
@@ -691,7 +694,7 @@ def _coreferent(so_far: str, name: str, group: bool, names: frozenset[str]) -> b
         if low.removesuffix("'s") in own:
             previous = low
             continue
-        if (low in _OTHER_REFERENTS or low.removesuffix("'s") in names
+        if (low.split("'")[0] in _OTHER_REFERENTS or low.removesuffix("'s") in names
                 or _plural_noun(low, previous)
                 or (token[:1].isupper() and previous in _BEFORE_PERSON)):
             return False
@@ -784,11 +787,16 @@ def _rewrite(text: str, speaker: str, addressee: str | None, lead: str = "",
                     out[index - 1] = ""
                 previous_word = low
                 continue
-        elif low in ("we", "us"):
-            replacement = f"{speaker} and others"
-        elif low in ("we're", "we've", "we'd", "we'll"):
-            aux = {"we're": "are", "we've": "have", "we'd": "would", "we'll": "will"}[low]
-            replacement = f"{speaker} and others {aux}"
+        elif low in ("we", "us", "we're", "we've", "we'd", "we'll"):
+            if _coreferent(so_far(index), speaker, True, names, plural=True):
+                # "Sam and others went out and they had fun": named once is enough
+                replacement = {"we": "they", "us": "them"}.get(low, "they" + low[2:])
+                said_as[index] = f"{speaker} and others"
+            elif low in ("we", "us"):
+                replacement = f"{speaker} and others"
+            else:
+                aux = {"we're": "are", "we've": "have", "we'd": "would", "we'll": "will"}[low]
+                replacement = f"{speaker} and others {aux}"
         elif low == "our" and _coreferent(so_far(index), speaker, True, names):
             replacement = _POSSESSIVE_PRONOUN
             said_as[index] = f"{speaker}'s"
@@ -1324,7 +1332,30 @@ _HEDGE_PENALTY = 0.3
 _REPORT_CONFIDENCE = 0.5
 
 
+# Emoji say how the speaker feels, not what is the case ("Inspiring 💪 I emailed ...").
+_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]+")
+# A word said twice by mistake ("they offer a a bunch").
+_DOUBLED = re.compile(r"\b(a|an|the|to|and|of|in|on|for|is|was|it)\s+\1\b", re.I)
+# "reminding me I'm not alone" -> "reminding Maria Maria is not alone": the object and
+# the subject of what follows meet; a "that" keeps them apart.
+_TELL_VERB = re.compile(r"(?:remind|tell|told|show|assur|convinc|teach|taught|promis|warn)\w*$",
+                        re.I)
+
+
+def _separate_name(text: str, name: str) -> str:
+    if not name:
+        return text
+
+    def joint(match: re.Match[str]) -> str:
+        before = text[:match.start()].rstrip()
+        glue = " that " if _TELL_VERB.search(before) else ", "
+        return f"{match.group(1)}{glue}{match.group(2)}"
+
+    return re.sub(rf"\b({re.escape(name)})\s+({re.escape(name)})\b", joint, text)
+
+
 def _finish_statement(text: str) -> str:
+    text = _DOUBLED.sub(r"\1", _EMOJI.sub("", text))
     text = _tidy(text)
     text = _LEADING_CONJ.sub("", text)
     if not text:
@@ -1647,8 +1678,8 @@ class RuleBasedExtractor:
         # kind is the durable meaning: a plan is a fact with or without a date
         kind = _kind(analysis, subject, peer_names, durative)
         speaker_name = message.speaker_name.strip() or message.speaker_key
-        statement = _finish_statement(_rewrite(work, speaker_name, addressee_name,
-                                               names=_name_words(peers)))
+        statement = _finish_statement(_separate_name(_rewrite(
+            work, speaker_name, addressee_name, names=_name_words(peers)), speaker_name))
         if not statement or len(_tokens(statement)) < 2 or _content_free(statement):
             return None
         confidence = _BASE_CONFIDENCE[subject.mode]
@@ -1713,8 +1744,9 @@ class RuleBasedExtractor:
         ):
             work = '"' + work  # the span strip took the opening quote of a title
         speaker_name = message.speaker_name.strip() or speaker_key
-        body = _rewrite(work, speaker_name, addressee_name, lead=f"{speaker_name} said ",
-                        names=_name_words(peers))
+        body = _separate_name(_rewrite(work, speaker_name, addressee_name,
+                                       lead=f"{speaker_name} said ", names=_name_words(peers)),
+                              speaker_name)
         # "Cooking is..." -> "said cooking is..."; a capital that may be a name stays
         if body[:1].isupper() and (low in _STOPWORDS or low in _UNRESOLVED or _is_adverb(low)
                                    or low.endswith("ing")):
