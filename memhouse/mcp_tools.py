@@ -49,6 +49,10 @@ KINDS = ("fact", "preference", "relation", "skill", "event")
 Effort = Literal["low", "medium", "high"]
 ProfileName = Literal["fast", "balanced", "thorough"]
 Kind = Literal["fact", "preference", "relation", "skill", "event"]
+# add_messages waits this long by default for its batch to be processed (the API's cap
+# is MAX_WAIT_SECONDS), so an agent that stores and then searches finds what it stored.
+DEFAULT_WAIT_SECONDS = 5.0
+MAX_WAIT_SECONDS = 10.0
 # In the order tools/list returns them (see the module docstring on names).
 TOOL_NAMES = ("add_messages", "search", "ask", "get_context", "lineage", "stable_profile",
               "list_knowledge", "get_knowledge")
@@ -238,10 +242,15 @@ def build_server(client: MemHouseClient, lifecycle: ModuleType | None = None) ->
         session: Annotated[str | None, Field(
             description="Your conversation id; groups the messages into a session.",
             max_length=200)] = None,
+        wait: Annotated[float, Field(ge=0, le=MAX_WAIT_SECONDS, description=(
+            "Seconds to wait for the batch to be processed (0 to 10); the answer then "
+            "gives each message's outcome and a search right after finds what was kept. "
+            "0 returns as soon as the messages are stored."))] = DEFAULT_WAIT_SECONDS,
     ) -> CallToolResult:
         batch = [Message(text=m.text, peer_key=m.peer_key, occurred_at=m.occurred_at,
                          id=m.id) for m in messages]
-        return run_tool(lambda: client.ingest_messages(scope, batch, session=session))
+        return run_tool(lambda: client.ingest_messages(scope, batch, session=session,
+                                                       wait=wait or None))
 
     def search(
         query: Query,
@@ -346,7 +355,13 @@ def build_server(client: MemHouseClient, lifecycle: ModuleType | None = None) ->
     server.add_tool(add_messages, name="add_messages", title="Store observations",
                     description=(
                         "Add (store) a batch of messages - raw, immutable observations - to "
-                        "a scope; MemHouse extracts statements from them. " + text.ingest),
+                        "a scope; MemHouse extracts statements from them. " + text.ingest
+                        + " By default it waits (up to `wait` seconds) until the batch is "
+                        "processed and returns each message's outcome: `processing` "
+                        "(queued, processed, failed), the `statements` drawn from it that "
+                        "you may read (id, state), `refused` reason codes (e.g. "
+                        "f4_gate_a_phatic for an acknowledgement) and `not_visible` counts; "
+                        "`timed_out` is true when the wait ran out first."),
                     annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                                 idempotent_hint=False, open_world_hint=False))
     server.add_tool(search, name="search", title="Search memory", annotations=READ_ONLY,

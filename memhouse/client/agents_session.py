@@ -15,7 +15,9 @@ Needs the optional extra `memhouse[agents]`. What each method does:
   (POST /messages, in the MemHouse session `session_id`, scope `scope`), user turns
   spoken by `user_peer_key` and assistant turns by `assistant_peer_key` (None: the API
   key's own peer; naming another peer needs the key's act-for grant, as in REST). From
-  there extraction makes governed knowledge of them. Only then are the items appended
+  there extraction makes governed knowledge of them; the call waits up to `wait` seconds
+  (default 5, at most 10, 0: not at all) for that to finish, so a search right after a
+  turn finds what it said. Only then are the items appended
   to the conversation view, so a refused ingest (e.g. `act_for_denied`) leaves the view
   unchanged. Tool calls, tool outputs, reasoning and system/developer items are kept in
   the view only: they are not statements anyone made.
@@ -57,6 +59,9 @@ __all__ = ["MemHouseSession", "item_text", "memhouse_tools"]
 
 MAX_CLIENT_ID = 200  # a message's client id in MemHouse
 INGESTED_ROLES = ("user", "assistant")
+# How long add_items waits for its turns to be processed (POST /messages `wait`), so a
+# read right after a write finds it.
+DEFAULT_WAIT_SECONDS = 5.0
 
 
 def item_text(item: Any) -> str | None:
@@ -82,11 +87,14 @@ class MemHouseSession(SessionABC):
 
     def __init__(self, session_id: str, client: MemHouseClient, *, scope: str,
                  user_peer_key: str | None = None, assistant_peer_key: str | None = None,
-                 roles: Sequence[str] = INGESTED_ROLES, history: Session | None = None) -> None:
+                 roles: Sequence[str] = INGESTED_ROLES, history: Session | None = None,
+                 wait: float = DEFAULT_WAIT_SECONDS) -> None:
         if not isinstance(session_id, str) or not session_id.strip():
             raise ValueError("session_id is a non-empty string")
         if len(session_id) > MAX_CLIENT_ID - 33:  # room for ":" + a 32-hex message id
             raise ValueError(f"session_id is at most {MAX_CLIENT_ID - 33} characters")
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= 10:
+            raise ValueError("wait is a number of seconds from 0 to 10")
         unknown = set(roles) - set(INGESTED_ROLES)
         if unknown:
             raise ValueError(f"roles are among {INGESTED_ROLES}, not {sorted(unknown)}")
@@ -97,6 +105,7 @@ class MemHouseSession(SessionABC):
         self.roles = tuple(roles)
         self.history: Session = history if history is not None else SQLiteSession(session_id)
         self.ingested_message_ids: list[str] = []
+        self.wait = wait
 
     def _messages(self, items: list[TResponseInputItem]) -> list[Message]:
         out = []
@@ -116,7 +125,8 @@ class MemHouseSession(SessionABC):
         messages = self._messages(items)
         if messages:
             result = await asyncio.to_thread(self.client.ingest_messages, self.scope,
-                                             messages, self.session_id)
+                                             messages, self.session_id,
+                                             wait=self.wait or None)
             self.ingested_message_ids += [m["id"] for m in result["messages"]]
         await self.history.add_items(items)
 

@@ -41,6 +41,9 @@ __all__ = [
     "Me",
     "MemHouseClient",
     "Message",
+    "MessageOut",
+    "MessageOutcome",
+    "MessageRead",
     "Page",
     "PeerOut",
     "ScopeOut",
@@ -77,14 +80,51 @@ class PeerOut(TypedDict):
     display_name: str
 
 
+class NotVisible(TypedDict):
+    count: int
+    states: dict[str, int]
+
+
+class Refusal(TypedDict):
+    reason: str  # a lifecycle reason code, e.g. f4_gate_a_phatic
+    message: str
+    count: int  # refused statements; 0: nothing was proposed from the message's text
+
+
+class MessageOutcome(TypedDict):
+    processing: Literal["queued", "processed", "failed"]
+    statements: list[JSONDict]  # as get_knowledge shows them
+    refused: list[Refusal]
+    not_visible: NotVisible
+
+
 class IngestedMessage(TypedDict):
     id: str
     client_message_id: str | None
     status: Literal["created", "duplicate"]
+    outcome: NotRequired[MessageOutcome]  # only with wait
 
 
 class IngestResult(TypedDict):
     messages: list[IngestedMessage]
+    timed_out: NotRequired[bool]  # only with wait
+
+
+class MessageOut(TypedDict):
+    id: str
+    client_message_id: str | None
+    scope: str
+    session: str | None
+    peer_key: str
+    text: str
+    occurred_at: str
+    inserted_at: str
+    outcome: MessageOutcome
+
+
+class MessageRead(TypedDict):
+    message: MessageOut
+    reader_posture: str
 
 
 class DocumentVersion(TypedDict):
@@ -306,13 +346,22 @@ class MemHouseClient:
         return float(self.backoff * (2 ** attempt))
 
     def request(self, method: str, path: str, *, json: Any = None,
-                params: Mapping[str, Any] | None = None) -> Any:
-        """One API call (path relative to /api/v1), with the retry policy; returns the JSON."""
+                params: Mapping[str, Any] | None = None,
+                extra_time: float = 0) -> Any:
+        """One API call (path relative to /api/v1), with the retry policy; returns the JSON.
+        `extra_time`: seconds the server may take on purpose (a wait) beyond the timeout."""
         attempt = 0
+        timeout: Any = httpx.USE_CLIENT_DEFAULT
+        if extra_time > 0:
+            base = self._http.timeout
+            timeout = httpx.Timeout(
+                connect=base.connect, write=base.write, pool=base.pool,
+                read=None if base.read is None else base.read + extra_time)
         while True:
             try:
                 response = self._http.request(method, path.lstrip("/"), json=json,
-                                              params=dict(params) if params else None)
+                                              params=dict(params) if params else None,
+                                              timeout=timeout)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 # Nothing reached the server, so sending again cannot do anything twice.
                 if attempt < self.retries:
@@ -406,15 +455,33 @@ class MemHouseClient:
     # -- ingest
 
     def ingest_messages(self, scope: str, messages: Iterable[Message | Mapping[str, Any]],
-                        session: str | None = None) -> IngestResult:
+                        session: str | None = None, *,
+                        wait: float | None = None) -> IngestResult:
         """Store a batch of observations (202); extraction runs in the pipeline.
 
         Resending a message with the same `id` is a no-op ("duplicate"); reusing an id for
         other text refuses the whole batch (ConflictError `client_id_conflict`).
+
+        `wait` (seconds, at most 10): answer once every message is processed (or the wait
+        runs out, `timed_out`), each message with its `outcome`: processing state, the
+        statements drawn from it that the writer may read, refusals by reason code and
+        counts of what it may not read. A search right after sees what was kept.
         """
-        body = _compact(scope=scope, session=session,
+        body = _compact(scope=scope, session=session, wait=wait,
                         messages=[_message_json(m) for m in messages])
-        result: IngestResult = self._post("messages", body)
+        result: IngestResult = self.request("POST", "messages", json=body,
+                                            extra_time=float(wait or 0))
+        return result
+
+    def message(self, message_id: str | UUID, peer_key: str | None = None) -> MessageRead:
+        """`{"message": {..., "outcome": {...}}, "reader_posture": ...}`: one message's
+        processing state and outcome, read as `peer_key` (default: the key's own peer). A
+        message this reader may not read raises NotFoundError, like an unknown id."""
+        try:  # an id is a UUID; anything else must not become another path
+            mid = UUID(str(message_id))
+        except ValueError as exc:
+            raise ValueError(f"message_id is not a UUID: {message_id!r}") from exc
+        result: MessageRead = self._get(f"messages/{mid}", peer_key=peer_key)
         return result
 
     def create_document(self, scope: str, title: str, *, text: str | None = None,

@@ -86,6 +86,52 @@ def test_ingest_then_search_then_ask(mh, committed_world):
     assert top["id"] in json.dumps(graph)
 
 
+def test_ingest_with_wait_returns_outcomes_and_message_reads_one(mh):
+    mh.create_peer("caroline", "human", display_name="Caroline")
+    sent = mh.ingest_messages("/", [Message("I love hiking with my dog.", peer_key="caroline"),
+                                    Message("ok thanks", peer_key="caroline")], wait=5)
+    assert sent["timed_out"] is False
+    hiking, thanks = sent["messages"]
+    assert hiking["outcome"]["processing"] == "processed"
+    [stmt] = hiking["outcome"]["statements"]
+    assert stmt["state"] == "active" and "hiking" in stmt["statement"]
+    assert mh.get_knowledge(stmt["id"], peer_key="caroline")["knowledge"]["id"] == stmt["id"]
+    assert [r["reason"] for r in thanks["outcome"]["refused"]] == ["f4_gate_a_phatic"]
+    # A search right after the write finds it.
+    found = mh.search("Who loves hiking?", scope="/", peer_key="caroline")["candidates"]
+    assert stmt["id"] in [c["id"] for c in found]
+
+    read = mh.message(hiking["id"], peer_key="caroline")
+    assert read["message"]["text"] == "I love hiking with my dog."
+    assert read["message"]["outcome"] == hiking["outcome"]
+    with pytest.raises(NotFoundError):
+        mh.message(uuid.uuid4())
+    with pytest.raises(ValueError, match="not a UUID"):
+        mh.message("../knowledge")
+    with pytest.raises(ValidationError) as bad:
+        mh.ingest_messages("/", [Message("I like tea.", peer_key="caroline")], wait=11)
+    assert (bad.value.status, bad.value.code) == (400, "invalid_wait")
+    plain = mh.ingest_messages("/", [Message("I like rum.", peer_key="caroline")])
+    assert set(plain) == {"messages"} and "outcome" not in plain["messages"][0]
+
+
+def test_wait_is_sent_and_lengthens_the_read_timeout():
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(202, json={"messages": [], "timed_out": False})
+
+    with MemHouseClient("http://mh.test", "mh_x_y", timeout=4,
+                        transport=httpx.MockTransport(answer)) as client:
+        client.ingest_messages("/", [Message("I like tea.")], wait=2.5)
+        client.ingest_messages("/", [Message("I like tea.")])
+    waited, plain = seen
+    assert json.loads(waited.content)["wait"] == 2.5 and "wait" not in json.loads(plain.content)
+    assert waited.extensions["timeout"]["read"] == 6.5
+    assert plain.extensions["timeout"]["read"] == 4
+
+
 def test_documents_round_trip(mh):
     version = mh.create_document("/marketing", "Handbook", text="Our office is in Lisbon.",
                                  external_id="hb-1")

@@ -66,6 +66,14 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
                                                           "peer_key": "ghost"})
         out["ghost_ingest"] = await session.call_tool("add_messages", {
             "scope": "/", "messages": [{"peer_key": "ghost", "text": "Boo."}]})
+        out["thanks"] = await session.call_tool("add_messages", {
+            "scope": "/marketing/social", "wait": 2.5,
+            "messages": [{"peer_key": "bob", "text": "ok thanks"}]})
+        out["no_wait"] = await session.call_tool("add_messages", {
+            "scope": "/marketing/social", "wait": 0,
+            "messages": [{"peer_key": "bob", "text": "I keep bees."}]})
+        out["bad_wait"] = await session.call_tool("add_messages", {
+            "scope": "/", "wait": 11, "messages": [{"peer_key": "bob", "text": "Hi."}]})
         out["bad_args"] = await session.call_tool("search", {"scope": "/"})
         out["profile"] = await session.call_tool("stable_profile", {"peer_key": "alice"})
         out["context"] = await session.call_tool("get_context", {
@@ -99,6 +107,9 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
     message = ingest["$defs"]["MessageIn"]
     assert message["required"] == ["text"] and message["additionalProperties"] is False
     assert {"text", "peer_key", "occurred_at", "id"} == set(message["properties"])
+    wait = ingest["properties"]["wait"]
+    assert (wait["default"], wait["minimum"], wait["maximum"]) == (
+        mcp_tools.DEFAULT_WAIT_SECONDS, 0, 10)
     assert tools["ask"].input_schema["required"] == ["query", "scope"]
     assert tools["get_context"].input_schema["required"] == ["scope"]
     assert tools["lineage"].input_schema["required"] == ["knowledge_id"]
@@ -121,7 +132,20 @@ def test_tools_schemas_search_ingest_and_errors(live_server, corpus, tmp_path): 
     assert ids["support"] in hit.content[0].text
 
     assert not out["ingest"].is_error, out["ingest"].content
-    assert out["ingest"].structured_content["messages"][0]["status"] == "created"
+    stored = out["ingest"].structured_content
+    assert stored["messages"][0]["status"] == "created" and stored["timed_out"] is False
+    outcome = stored["messages"][0]["outcome"]  # the default wait
+    assert outcome["processing"] == "processed"
+    assert [(k["statement"], k["state"]) for k in outcome["statements"]] == [
+        ("Bob plays the cello every Sunday.", "active")]
+    thanks = out["thanks"].structured_content["messages"][0]["outcome"]
+    assert [r["reason"] for r in thanks["refused"]] == ["f4_gate_a_phatic"]
+    assert set(out["no_wait"].structured_content) == {"messages"}
+    assert "outcome" not in out["no_wait"].structured_content["messages"][0]
+    bad_wait = out["bad_wait"]
+    assert bad_wait.is_error is True
+    assert bad_wait.structured_content["error"]["code"] == "invalid_input"
+    assert list(bad_wait.structured_content["error"]["details"]) == ["wait"]
     found = out["found"].structured_content["candidates"]
     assert found and "cello" in found[0]["statement"]
 
