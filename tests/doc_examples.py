@@ -8,6 +8,9 @@ A block may be preceded (directly, one comment per line) by directives for the t
                                        block of the same page: the two run as one script
                                        (the page says so in its text)
     <!-- example: expect "TEXT" -->    the output of the run contains TEXT (repeatable)
+    <!-- example: xfail REASON -->     runs, and a failure is reported as expected with
+                                       REASON (a known gap the page states; a pass is
+                                       reported too): never a way to leave a block unrun
 
 Without `skip`, a block runs by its language: `python` as a script, `sh`/`bash` with
 bash, `json` checked as an MCP host configuration (`mcpServers`) or as an error body the
@@ -34,6 +37,7 @@ class Block:
     lang: str
     code: str
     skip: str | None = None  # the stated reason
+    xfail: str | None = None  # the stated known gap
     continues: bool = False
     expect: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -70,6 +74,10 @@ def parse(page: str, text: str | None = None) -> list[Block]:
                     if not rest:
                         block.problems.append(f"line {j + 1}: `skip` needs a reason")
                     block.skip = rest
+                elif word == "xfail":
+                    if not rest:
+                        block.problems.append(f"line {j + 1}: `xfail` needs a reason")
+                    block.xfail = rest
                 elif word == "continues":
                     block.continues = True
                 elif word == "expect":

@@ -13,6 +13,7 @@ peers, its messages) runs it first when selected alone.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -30,6 +31,8 @@ from tests.served import ROOT, Served, cleanup, manage_env, start_serve
 
 BLOCKS = all_blocks()
 TIMEOUT = 180  # seconds per example (an extraction on 2 shared cores is well under that)
+# The optional extras' top-level modules (pyproject: langgraph, agents; both in dev).
+EXTRAS = {"langgraph": "langgraph", "langchain_core": "langgraph", "agents": "agents"}
 
 
 @dataclass
@@ -62,6 +65,7 @@ EXAMPLES = _examples()
 def test_every_block_is_run_or_skipped_with_a_reason() -> None:
     listing = "\n".join(f"{b.id}: " + (f"skipped: {b.skip}" if b.skip is not None else
                                        "continues the python block before it" if b.continues
+                                       else f"runs, known gap: {b.xfail}" if b.xfail
                                        else "runs") for b in BLOCKS)
     print(listing)
     assert BLOCKS and {b.page for b in BLOCKS} == {"README.md", "docs/integrations.md"}
@@ -107,6 +111,13 @@ def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str
 
 def _output(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+
+
+def _missing_extras(ex: Example) -> list[str]:
+    """The optional extras an example imports that are not installed here."""
+    code = "\n".join(b.code for b in ex.blocks)
+    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", code, re.MULTILINE))
+    return sorted({EXTRAS[m] for m in imported & set(EXTRAS) if not importlib.util.find_spec(m)})
 
 
 def _run_python(inst: Instance, ex: Example) -> str:
@@ -217,6 +228,13 @@ def test_example_runs(ex: Example, instance: Callable[[str], Instance]) -> None:
         pytest.skip(ex.first.skip)
     if ex.first.problems:
         pytest.fail("; ".join(ex.first.problems))
+    missing = _missing_extras(ex) if ex.first.lang == "python" else []
+    if missing:
+        # CI installs the dev extra, which holds both adapters' extras: there it fails.
+        why = f"needs memhouse[{','.join(missing)}], which is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{why}; CI must run every example: install the dev extra")
+        pytest.skip(why)
     inst = instance(ex.first.page)
     # A reader follows the page from its top: the earlier examples run first, once.
     for earlier in EXAMPLES[:EXAMPLES.index(ex)]:
@@ -232,6 +250,9 @@ def test_example_runs(ex: Example, instance: Callable[[str], Instance]) -> None:
         _run(inst, ex)
     except AssertionError as exc:
         inst.done[ex.id] = str(exc)
+        known = next((b.xfail for b in ex.blocks if b.xfail), None)
+        if known:
+            pytest.xfail(f"{known}: {exc}")
         if failed:
             raise AssertionError(f"{exc}\n(earlier examples of the page failed: "
                                  f"{', '.join(failed)})") from exc
