@@ -9,7 +9,8 @@ as decision evidence):
   the claim's own evidence span), because the extractor has already reworded the claim.
 * ``f4_gate_a_phatic``: acknowledgements, greetings and pings ("ok", "thanks!", "ping").
 * ``f4_gate_a_fragment``: what is left after splitting carries no content ("Sam said:
-  no changes.", "Sam is done.").
+  no changes.", "Sam is done."), or says only that something is shown or liked without
+  saying what ("Sam said here's a pic.", "Sam is a fan.").
 
 Written by hand rather than with an NLP library: the signals are structural (does it parse
 as JSON, does a line start with a timestamp and a log level, is it a Python or Java
@@ -224,6 +225,19 @@ done finished ready sure yes no see above below above-mentioned previous earlier
 mine yours whatever
 """)
 _WORD = re.compile(rf"[^\W\d_][\w{_APOS}-]*")
+# Showing without saying what: "here's a pic", "check this out", "here's a photo of him".
+_SHOWN_NOTHING = re.compile(
+    rf"^\W*(?:here(?:[{_APOS}]s|\s+is|\s+are)\s+(?:(?:a|an|the|my|our|this|that|some|another)\s+)?"
+    r"(?:[\w-]+\s+)?(?:pic|pics|pix|picture|pictures|photo|photos|snap|snaps|shot|shots|selfie"
+    r"|selfies|screenshot|screenshots|video|videos|vid|clip|clips)"
+    r"(?:\s+(?:of|from)\s+(?:him|her|them|it|this|that|me|us|here|there))?"
+    r"|check\s+(?:this|it|that)\s+out|look\s+at\s+(?:this|that)"
+    r"|take\s+a\s+look(?:\s+at\s+(?:this|that))?)\W*$", _I)
+# A fan of nothing named: "Sam is a huge fan too."
+_FAN_OF_NOTHING = re.compile(
+    rf"^\W*(?:[\w{_APOS}-]+\s+){{0,2}}?[\w-]+(?:\s+(?:is|was|are|were|am|has\s+been)"
+    rf"|[{_APOS}](?:s|m|re))\s+(?:[\w-]+\s+){{0,2}}?(?:a|an)?\s*(?:[\w-]+\s+)?fans?"
+    r"(?:\s+(?:too|as\s+well|now|again))?\W*$", _I)
 
 
 def _is_json_payload(text: str) -> bool:
@@ -339,6 +353,8 @@ def junk_reason(*, statement: str, excerpt: str, message_text: str,
         return MACHINE_OUTPUT
     if (message_text and phatic(message_text)) or phatic(body):
         return PHATIC
+    if _SHOWN_NOTHING.match(body) or _FAN_OF_NOTHING.match(body):
+        return FRAGMENT
     # A number is content once there is a claim around it: "Sam is 42."
     if not content_words(body, names=names) and not (
             re.search(r"\d", body) and claim_body(statement) == statement):

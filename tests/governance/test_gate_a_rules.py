@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from governance.intake.junk import MACHINE_OUTPUT, PHATIC, junk_reason
+from governance.intake.junk import FRAGMENT, MACHINE_OUTPUT, PHATIC, junk_reason
 from knowledge.ingest.extraction import ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 
@@ -88,3 +88,20 @@ KEEP = [
 def test_a_persons_own_words_stay(text: str) -> None:
     found = reasons(text)
     assert found and any(r is None for r in found), found
+
+
+@pytest.mark.parametrize("statement", [
+    "Sam said here's a pic.", "Sam said here's a photo of him.", "Sam said: check this out.",
+    "Sam is a fan.", "Sam's a huge fan too.", "Sam and others are big fans.",
+])
+def test_a_shown_picture_or_a_fan_of_nothing_named_is_a_fragment(statement: str) -> None:
+    # what any extractor might propose; the rule extractor itself proposes none of these
+    assert junk_reason(statement=statement, excerpt="", message_text="", names=NAMES) == FRAGMENT
+
+
+@pytest.mark.parametrize("statement", [
+    "Sam shared a photo of their family at the beach.", "Sam is a fan of the Wolves.",
+    "Sam snapped a picture during practice.", "Sam bought a new ceiling fan.",
+])
+def test_what_is_shown_or_liked_stays(statement: str) -> None:
+    assert junk_reason(statement=statement, excerpt="", message_text="", names=NAMES) is None
