@@ -258,3 +258,56 @@ def test_example_runs(ex: Example, instance: Callable[[str], Instance]) -> None:
                                  f"{', '.join(failed)})") from exc
         raise
     inst.done[ex.id] = None
+
+
+PAGE = """Intro.
+
+<!-- example: skip starts a server -->
+```sh
+serve
+```
+
+```python
+x = 1
+```
+
+The next block continues this one:
+
+<!-- example: continues -->
+<!-- example: expect "2" -->
+```python
+print(x + 1)
+```
+
+```text
+plain output
+```
+
+<!-- example: skip -->
+```python
+pass
+```
+
+<!-- example: later -->
+```json
+{}
+```
+"""
+
+
+def test_the_directives_and_what_the_listing_refuses() -> None:
+    """A block without a way to run and without a stated reason is refused, as is a
+    directive the test does not know or a skip without its reason."""
+    from tests.doc_examples import parse
+
+    blocks = parse("page.md", PAGE)
+    assert [(b.line, b.lang, b.skip, b.continues, b.expect) for b in blocks] == [
+        (4, "sh", "starts a server", False, []), (8, "python", None, False, []),
+        (16, "python", None, True, ["2"]), (20, "text", None, False, []),
+        (25, "python", "", False, []), (30, "json", None, False, [])]
+    assert [[b.line for b in s] for s in scripts(blocks)] == [[8, 16]]
+    problems = unaccounted(blocks)
+    assert problems == [
+        "page.md:20:text: a `text` block is not run; mark it `<!-- example: skip REASON -->`",
+        "page.md:25:python: line 24: `skip` needs a reason",
+        "page.md:30:json: line 29: unknown directive 'later'"], problems
