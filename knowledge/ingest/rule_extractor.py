@@ -19,12 +19,13 @@ turns per second. Per turn it:
    clause whose subject is an unresolved pronoun is not dropped but reported (step 9).
 3. **Resolves the subject**. First person is the speaker (``self_observation=True``) and is
    rewritten in the third person with the speaker's name: ``I`` -> name, ``my``/``mine`` ->
-   "Name's", ``me`` -> name, ``myself`` -> "themself" once the name has appeared (else the
-   name), ``I'm`` -> "Name is", ``I've`` -> "Name has", ``I'd`` -> "Name would" (or "had"
-   before a participle), ``I'll`` -> "Name will", and the verb after the subject is
-   conjugated (am->is, have->has, do->does, go->goes, study->studies; past tense and modals
-   unchanged; adverbs such as really/just/also/never/always are skipped). An elided subject
-   ("Gonna continue my edu", "Just got new shoes", "Love that painting!") is the speaker.
+   "Name's" (or "their" once the name was said, step 14), ``me`` -> name, ``myself`` ->
+   "themself" once the name has appeared (else the name), ``I'm`` -> "Name is", ``I've`` ->
+   "Name has", ``I'd`` -> "Name would" (or "had" before a participle), ``I'll`` -> "Name
+   will", and the verb after the subject is conjugated (am->is, have->has, do->does,
+   go->goes, study->studies; past tense and modals unchanged; adverbs such as
+   really/just/also/never/always are skipped). An elided subject ("Gonna continue my edu",
+   "Just got new shoes", "Love that painting!") is the speaker.
    ``we``/``our``/``us`` are the speaker with lower confidence ("Name and others",
    "Name's"). A clause whose grammatical subject is a known peer (a name or alias in
    ``known_peers``, capitalised in the text) is about that peer. A clause whose subject is
@@ -129,6 +130,27 @@ turns per second. Per turn it:
    Friday" is one window; a verbless fragment keeps its date; news asked as a
    question ("X is leaving in March, did you know?", "Did you hear X quit?") is a
    statement.
+14. **Wording** (statements are pasted into prompts, so they must read well). A
+   possessive that points back at someone the statement already named is "their"
+   ("I'm watching my sugar" -> "Sam is watching their sugar"; "You found your true
+   self" -> "Lena found their true self"), and a later "we"/"us" is "they"/"them" once
+   "Sam and others" is said. No gender is guessed: nothing the extractor is given (no
+   pronouns field on a peer, and a first name is no signal) says how a person is referred
+   to, so the pronoun is the singular "their", as "themself" is for "myself". The name
+   stays whenever a pronoun could mean someone else: the name was said only as a
+   possessive ("Sam's mom loves Sam's cooking"), another peer, a he/she/they, a person
+   noun (mom, coach, dog) or a plural stands between ("Sam told Omar about Sam's new
+   job", "the kids loved Sam's pottery"), "my" after "Sam and others", or "my family and
+   I". Discourse fillers leave ("by the way", "I mean,", ", you know,", "actually",
+   "speaking of X,", "oof", "mm", "here you go"; "what you know" and "the way to" stay),
+   and so do emoji and a doubled word ("a a"). Showing something is what it shows:
+   "Here's a pic I snapped during practice" -> "Sam snapped a picture during practice",
+   "Check out this photo from my trip to Kyoto" -> "Sam shared a photo from their trip
+   to Kyoto", "Here's the cake I made" -> "Sam made the cake", "Here's my latest
+   painting" -> "Sam showed their latest painting"; a picture with nothing said about it
+   ("Here's a pic!", "here's a photo of him", "check this out") and a fan of nothing
+   named ("I'm a huge fan.") give no claim (Gate A refuses them as
+   ``f4_gate_a_fragment`` whichever extractor proposes them).
 """
 
 from __future__ import annotations
@@ -1458,6 +1480,8 @@ def _shown(text: str) -> str | None:
         # "Here's the cake I made for my dad's birthday" -> "I made the cake for ..."
         return (f"{made.group('who')} {made.group('adv') or ''}{made.group('verb')} "
                 f"{made.group('np').rstrip()}{made.group('tail')}")
+    if _content_words(_expand(body), set())[0] < 2:
+        return None  # "Here's the poster", "here's my latest one": said as before
     return f"I showed {body[0].lower()}{body[1:]}"
 
 
