@@ -15,6 +15,7 @@ from knowledge import services
 from knowledge.ingest import services as ingest_services
 from knowledge.models import Message
 from memhouse.tenancy import account_context
+from tests.reliability.test_poison_message import poison  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SCOPE = "/marketing/social"
@@ -190,3 +191,17 @@ def test_get_message_shows_state_and_outcome_to_who_may_read_it(live_server, cha
         assert miss.status_code == 404, miss.text
         assert miss.json()["error"] == hidden.json()["error"]
     assert _get(live_server, chat.agent_key, "not-a-uuid").status_code == 404
+
+
+def test_a_message_whose_extraction_fails_is_reported_failed(live_server, chat,
+                                                            poison):  # noqa: F811
+    r = _post(live_server, chat.agent_key, _batch(
+        ("t1", "caroline", "I flew to Zanzibar last spring."),
+        ("t2", "caroline", "I love hiking in the Alps."), wait=5))
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["timed_out"] is False  # set aside is done, not pending
+    bad, good = (m["outcome"] for m in body["messages"])
+    assert bad == {"processing": "failed", "statements": [], "refused": [],
+                   "not_visible": {"count": 0, "states": {}}}
+    assert good["processing"] == "processed" and len(good["statements"]) == 1
