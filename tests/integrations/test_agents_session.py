@@ -170,13 +170,15 @@ def test_bad_session_input(mh):
     assert item_text(CALL) is None and item_text(OUTPUT) is None
 
 
-def test_the_documented_example_runs(live_server, committed_world, capsys):
-    from tests.integrations.test_client import _doc_block
+def test_the_documented_example_runs(live_server, committed_world, capsys, monkeypatch):
+    from tests.integrations.test_client import _doc_block, documented_env
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
-    example = (_doc_block(text, "MemHouseSession(")
-               .replace('"http://127.0.0.1:8000"', repr(live_server.url))
-               .replace('"mh_..."', repr(committed_world.agent_key)))
+    documented_env(monkeypatch, live_server, committed_world)
+    setup = _doc_block(text, "mh.create_peer(")  # the page's scope and peers come first
+    exec(compile(setup, "docs/integrations.md", "exec", dont_inherit=True), {})
+    capsys.readouterr()  # its list of peers
+    example = _doc_block(text, "MemHouseSession(")
     # dont_inherit: run as its own module, without this file's `from __future__` flags.
     exec(compile(example, "docs/integrations.md", "exec", dont_inherit=True), {})
     out = capsys.readouterr().out.splitlines()

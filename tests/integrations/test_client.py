@@ -402,12 +402,17 @@ def test_messages_and_times_are_serialised():
         {"text": "yo", "peer_key": "bob"}]}]
 
 
-def test_the_documented_example_runs(live_server, committed_world, capsys):
+def documented_env(monkeypatch, live_server, world) -> None:
+    """What docs/integrations.md has the reader set (the examples read both)."""
+    monkeypatch.setenv("MEMHOUSE_URL", live_server.url)
+    monkeypatch.setenv("MEMHOUSE_API_KEY", world.agent_key)
+
+
+def test_the_documented_example_runs(live_server, committed_world, capsys, monkeypatch):
     text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
-    example = text.split("```python\n", 1)[1].split("```", 1)[0]
-    example = (example.replace('"http://127.0.0.1:8000"', repr(live_server.url))
-               .replace('"mh_..."', repr(committed_world.agent_key)))
-    exec(compile(example, "docs/integrations.md", "exec"), {})
+    documented_env(monkeypatch, live_server, committed_world)
+    for marker in ("mh.create_peer(", "mh.search("):  # the page's peers, then the example
+        exec(compile(_doc_block(text, marker), "docs/integrations.md", "exec"), {})
     assert "Caroline went to a support group." in capsys.readouterr().out
 
 
@@ -417,14 +422,12 @@ def _doc_block(text: str, marker: str) -> str:
 
 
 def test_the_documented_listing_and_mcp_http_examples_run(live_server, committed_world,
-                                                          capsys):
+                                                          capsys, monkeypatch):
     text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
-    key = repr(committed_world.agent_key)
-    for marker in ("mh.search(", "mh.list_knowledge(", "streamable_http_client("):
-        example = (_doc_block(text, marker)
-                   .replace('"http://127.0.0.1:8000"', repr(live_server.url))
-                   .replace('"mh_..."', key))
-        exec(compile(example, "docs/integrations.md", "exec"), {})
+    documented_env(monkeypatch, live_server, committed_world)
+    for marker in ("mh.create_peer(", "mh.search(", "mh.list_knowledge(",
+                   "streamable_http_client("):
+        exec(compile(_doc_block(text, marker), "docs/integrations.md", "exec"), {})
     out = capsys.readouterr().out
     assert "active Caroline went to a support group." in out  # the listing example
     assert "'add_messages', 'search'" in out and "cello" in out  # the MCP example
