@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "docs/integrations.md")
 DIRECTIVE = re.compile(r"^<!--\s*example:\s*(\w+)\s*(.*?)\s*-->\s*$")
-FENCE = re.compile(r"^(`{3,}|~{3,})\s*([\w+-]*)\s*$")
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)\s*$")  # also indented, in a list
 RUNNABLE = {"python", "sh", "bash", "json"}
 
 
@@ -58,11 +58,12 @@ def parse(page: str, text: str | None = None) -> list[Block]:
         if not opening:
             i += 1
             continue
-        fence, lang = opening.group(1), opening.group(2).lower()
+        indent, fence, lang = opening.group(1), opening.group(2), opening.group(3).lower()
         end = i + 1
-        while end < len(lines) and not lines[end].startswith(fence[0] * len(fence)):
+        while end < len(lines) and not lines[end].lstrip().startswith(fence):
             end += 1
-        block = Block(page=page, line=i + 1, lang=lang, code="\n".join(lines[i + 1:end]) + "\n")
+        code = "\n".join(line.removeprefix(indent) for line in lines[i + 1:end]) + "\n"
+        block = Block(page=page, line=i + 1, lang=lang, code=code)
         j = i - 1
         while j >= 0 and lines[j].lstrip().startswith("<!--"):
             match = DIRECTIVE.match(lines[j].strip())

@@ -292,6 +292,12 @@ pass
 ```json
 {}
 ```
+
+* In a list:
+
+  ```python
+  print("indented")
+  ```
 """
 
 
@@ -304,8 +310,10 @@ def test_the_directives_and_what_the_listing_refuses() -> None:
     assert [(b.line, b.lang, b.skip, b.continues, b.expect) for b in blocks] == [
         (4, "sh", "starts a server", False, []), (8, "python", None, False, []),
         (16, "python", None, True, ["2"]), (20, "text", None, False, []),
-        (25, "python", "", False, []), (30, "json", None, False, [])]
-    assert [[b.line for b in s] for s in scripts(blocks)] == [[8, 16]]
+        (25, "python", "", False, []), (30, "json", None, False, []),
+        (36, "python", None, False, [])]
+    assert blocks[-1].code == 'print("indented")\n'
+    assert [[b.line for b in s] for s in scripts(blocks)] == [[8, 16], [36]]
     problems = unaccounted(blocks)
     assert problems == [
         "page.md:20:text: a `text` block is not run; mark it `<!-- example: skip REASON -->`",
