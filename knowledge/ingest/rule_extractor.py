@@ -680,11 +680,17 @@ _NOT_PLURAL = _wordset(
 )
 
 
+_SINGULAR_SUBJECTS = frozenset({"it", "he", "she", "that", "this", "which", "who", "what",
+                                "<name>"})
+
+
 def _plural_noun(low: str, previous: str) -> bool:
     if len(low) < 4 or not low.endswith("s") or low.endswith(("ss", "us", "is", "'s", "ous")):
         return False
     if low in _STOPWORDS or low in _NOT_PLURAL or _is_adverb(low):
         return False
+    if previous in _SINGULAR_SUBJECTS:
+        return False  # "it reminds", "Sam gives": a verb
     # "talks", "loves": a verb unless a determiner or a possessive comes before it
     return (_third_person_s(low) is None or previous in _DETERMINERS
             or previous.endswith("'s"))
@@ -706,18 +712,21 @@ def _coreferent(so_far: str, name: str, group: bool, names: frozenset[str],
     if last is None or (last.group("others") and not group) or (
             plural and not last.group("others")):
         return False  # "Sam and others went to Sam's parents' place": my is not our
-    rest = mentions.sub(" ", so_far)
-    if _PERSON_NOUN.search(rest):
+    if _PERSON_NOUN.search(mentions.sub(" ", so_far)):
         return False  # "the coach told Sam to bring Sam's gear"
     own = {part.lower() for part in name.split()}
+    said = [match.span() for match in mentions.finditer(so_far)]
     previous = ""
-    for token in _TOKEN.findall(rest):
-        low = token.lower()
-        if low.removesuffix("'s") in own:
-            previous = low
+    for match in _TOKEN.finditer(so_far):
+        token, low = match.group(), match.group().lower()
+        if low.removesuffix("'s") in own or any(a <= match.start() < b for a, b in said):
+            previous = "<name>" if low in own else low
             continue
+        # a plural is a nearer referent only after the name's last mention ("Moments
+        # like this remind Jon why Jon is chasing his dream")
+        nearer = match.start() >= last.end()
         if (low.split("'")[0] in _OTHER_REFERENTS or low.removesuffix("'s") in names
-                or _plural_noun(low, previous)
+                or (nearer and _plural_noun(low, previous))
                 or (token[:1].isupper() and previous in _BEFORE_PERSON)):
             return False
         previous = low

@@ -887,7 +887,7 @@ def test_llm_extractor_through_the_real_provider() -> None:
         ("They enjoyed the Grand Canyon a lot!",
          "Caroline said they enjoyed the Grand Canyon a lot."),
         ("It reminds me of my childhood.",
-         "Caroline said it reminds Caroline of Caroline's childhood."),
+         "Caroline said it reminds Caroline of their childhood."),
         ("Thanks, Mel! It's a mix of drama and romance!",
          "Caroline said it's a mix of drama and romance."),
         ("Cooking is a great way to chill and be creative.",
