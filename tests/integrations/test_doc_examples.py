@@ -17,16 +17,18 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.doc_examples import Block, all_blocks, scripts, unaccounted
+from tests.doc_examples import PAGES, Block, all_blocks, scripts, unaccounted
 from tests.served import ROOT, Served, cleanup, manage_env, start_serve
 
 BLOCKS = all_blocks()
@@ -88,25 +90,46 @@ class Instance:
         return env
 
 
+def _serve(base: Path) -> Instance:
+    served = start_serve(base / "data")
+    key = re.search(r"API key:\s+(mh_\S+)", served.text)
+    if not key:
+        cleanup(served)
+        raise AssertionError(f"serve printed no API key:\n{served.text}")
+    return Instance(served=served, key=key.group(1), workdir=base)
+
+
 @pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Instance]]:
-    """A fresh served instance per page, started when the page's first example runs."""
-    started: dict[str, Instance] = {}
+def instance(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Callable[[str], Instance]]:
+    """A fresh served instance per page (a fresh install each). The pages whose examples
+    were selected start together, when the first example runs."""
+    selected = {item.callspec.params["ex"].first.page for item in request.session.items
+                if item.originalname == "test_example_runs"
+                and item.callspec.params["ex"].first.skip is None}
+    pool = ThreadPoolExecutor(max_workers=len(PAGES))
+    starting: dict[str, Future[Instance]] = {}
 
     def get(page: str) -> Instance:
-        if page not in started:
-            base = tmp_path_factory.mktemp(re.sub(r"\W", "-", page))
-            served = start_serve(base / "data")
-            key = re.search(r"API key:\s+(mh_\S+)", served.text)
-            assert key, served.text
-            started[page] = Instance(served=served, key=key.group(1), workdir=base)
-        return started[page]
+        if not starting:
+            for name in sorted(selected | {page}):
+                base = tmp_path_factory.mktemp(re.sub(r"\W", "-", name))
+                starting[name] = pool.submit(_serve, base)
+        return starting[page].result()
+
+    def stop(future: Future[Instance]) -> None:
+        if future.exception() is None:
+            served = future.result().served
+            try:  # as Ctrl-C: serve stops the PostgreSQL it started
+                served.stop(signal.SIGINT)
+            finally:
+                cleanup(served)
 
     try:
         yield get
     finally:
-        for inst in started.values():
-            cleanup(inst.served)
+        list(pool.map(stop, starting.values()))  # both at once
+        pool.shutdown(wait=True)
 
 
 def _output(proc: subprocess.CompletedProcess[str]) -> str:
