@@ -104,9 +104,10 @@ def instance(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
              ) -> Iterator[Callable[[str], Instance]]:
     """A fresh served instance per page (a fresh install each). The pages whose examples
     were selected start together, when the first example runs."""
-    selected = {item.callspec.params["ex"].first.page for item in request.session.items
-                if item.originalname == "test_example_runs"
-                and item.callspec.params["ex"].first.skip is None}
+    chosen = [getattr(item, "callspec", None) for item in request.session.items]
+    selected = {c.params["ex"].first.page for c in chosen
+                if c is not None and isinstance(c.params.get("ex"), Example)
+                and c.params["ex"].first.skip is None}
     pool = ThreadPoolExecutor(max_workers=len(PAGES))
     starting: dict[str, Future[Instance]] = {}
 
