@@ -546,12 +546,13 @@ def git_state() -> dict[str, Any]:
     def run(*args: str) -> str:
         with contextlib.suppress(Exception):
             return subprocess.run(["git", *args], cwd=common.REPO_ROOT, capture_output=True,
-                                  text=True, timeout=20).stdout.strip()
+                                  text=True, timeout=20).stdout
         return ""
 
+    # porcelain lines are "XY path": the status columns may start with a space
     dirty = [line[3:] for line in run("status", "--porcelain", "--untracked-files=no")
              .splitlines() if line.strip()]
-    return {"commit": run("rev-parse", "HEAD"), "modified_files": dirty}
+    return {"commit": run("rev-parse", "HEAD").strip(), "modified_files": dirty}
 
 
 def raw_rankings(convs: list[common.Conversation],
