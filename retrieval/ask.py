@@ -18,13 +18,19 @@ The answer states:
                                    match); the nearest statements of an unrelated memory
                                    are not an answer. The gate is applied before the
                                    search's rerank, so this abstention calls no model;
-* no provider configured       -> the top statements concatenated, confidence 40,
-                                   `answer_degraded` null, not abstained: a chosen
-                                   configuration answering, not a weak model inference;
+* no provider configured       -> grounded lines (`_grounded`): the best item, dated
+                                   ("[7 May 2023] ..."), with its source turn when the
+                                   turn holds detail the statement lost, and at most two
+                                   more only as much about the question; each cited.
+                                   Confidence 40, `answer_degraded` null, not abstained:
+                                   a chosen configuration answering, not a weak model
+                                   inference;
 * provider failure             -> `answer_degraded` names the failure kind, abstained,
                                    confidence 0; the statements are still returned in
                                    `citations` and `supporting_statements`;
-* a model answer               -> its citations intersected with the retrieved ids (none
+* a model answer               -> the model sees the same dated items and source turns
+                                   (`when`, `source_turn` in each evidence item); its
+                                   citations intersected with the retrieved ids (none
                                    surviving = empty abstention), `abstained` when its
                                    confidence is below 50.
 
@@ -266,19 +272,19 @@ def relevance(result: engine.SearchResult, floor: float) -> Relevance:
 
 
 def _grounded(query: str, evidence: list[Evidence]) -> dict[str, Any]:
-    """The model-free answer: the best-ranked statement that cleared the relevance gate,
-    dated, with its source turn when the turn holds detail the statement lost; a second
-    line only when it covers question words the first does not (a two-part question).
+    """The model-free answer: the best-ranked item that cleared the relevance gate, dated,
+    with its source turn when the turn holds detail the statement lost; then, up to
+    NO_PROVIDER_TOP lines, only items that hold at least as many of the question's words
+    as the best one (a second equally on-topic line, not whatever ranked next).
     Confidence 40 (NO_PROVIDER_CONFIDENCE): a chosen configuration answering, unweighed."""
     want = evidence_mod.stems(query)
-    chosen = [evidence[0]]
-    covered = want & evidence_mod.stems(evidence[0].text)
-    for e in evidence[1:NO_PROVIDER_TOP]:
-        more = (want & evidence_mod.stems(e.text)) - covered
-        if more and len(chosen) < 2:
-            chosen.append(e)
-            covered |= more
-    return {"answer": " ".join(e.answer_line() for e in chosen),
+
+    def cover(e: Evidence) -> int:
+        return len(want & evidence_mod.stems(f"{e.text} {e.source or ''}"))
+
+    best = cover(evidence[0])
+    chosen = [evidence[0]] + [e for e in evidence[1:NO_PROVIDER_TOP] if cover(e) >= best]
+    return {"answer": "\n".join(e.answer_line() for e in chosen),
             "answer_confidence": NO_PROVIDER_CONFIDENCE,
             # The below-50 abstention rule reads a model's own certainty; with no
             # model the fixed 40 marks the answer as unweighed, not withdrawn.

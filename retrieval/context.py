@@ -127,6 +127,11 @@ class _Placed:
     excerpts_left_out: int = 0
 
 
+def _date_of(when: str) -> str:
+    """The date part of a when label ("said 8 May 2023" -> "8 May 2023")."""
+    return when.removeprefix("said ").removeprefix("recorded ")
+
+
 def _line(e: dict[str, Any]) -> str:
     when = e.get("when")
     return f"- [{when}] {e['statement']}\n" if when else f"- {e['statement']}\n"
@@ -151,7 +156,7 @@ def _fit(sections: list[_Section], budget: int, turns: dict[str, evidence.Turn],
                 continue
             words = evidence.stems(e["statement"])
             if words and words <= placed.words and (
-                    not e.get("when") or e["when"] in placed.text):
+                    not e.get("when") or _date_of(e["when"]) in placed.text):
                 placed.duplicates += 1
                 continue
             line = _line(e)

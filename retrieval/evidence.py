@@ -40,7 +40,7 @@ from retrieval.lineage import visible_messages
 
 # States whose material must not come back through an excerpt of their source.
 WITHDRAWN = ("rejected", "redacted", "retracted", "superseded")
-EXCERPT_CHARS = 220
+EXCERPT_CHARS = 300
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -184,33 +184,33 @@ def lost_detail(statement: str, turn_text: str) -> bool:
 
 def excerpt(turn_text: str, *, anchor: str, query: str = "",
             limit: int = EXCERPT_CHARS) -> str:
-    """The turn cut to at most `limit` characters: whole when it fits, else those of its
-    sentences that share the most words with the statement and the query (only ones that
-    share some), in their own order, with "..." where sentences were left out."""
+    """The turn cut to at most `limit` characters: whole when it fits, else the run of
+    sentences around the one sharing the most words with the statement and the query
+    (the next sentence first: a turn says what it is about, then the detail), with "..."
+    where the turn goes on."""
     text = " ".join(turn_text.split())
     if len(text) <= limit:
         return text
     sentences = [s for s in _SENTENCE.split(text) if s]
     want = stems(f"{anchor} {query}")
-    scored = sorted(range(len(sentences)), key=lambda i: (-len(want & stems(sentences[i])), i))
-    keep: list[int] = []
-    used = 0
-    for i in scored:
-        if not want & stems(sentences[i]):
-            break
-        cost = len(sentences[i]) + 4
-        if used + cost <= limit:
-            keep.append(i)
-            used += cost
-    if not keep:  # one long sentence: cut at a word boundary
-        cut = text[: limit - 3].rsplit(" ", 1)[0]
-        return f"{cut}..."
-    out = ""
-    for n, i in enumerate(sorted(keep)):
-        gap = i > 0 if n == 0 else i != sorted(keep)[n - 1] + 1
-        out += ("... " if gap and n == 0 else " ... " if gap else " ") + sentences[i]
-    last = max(keep)
-    return (out.strip() + (" ..." if last < len(sentences) - 1 else ""))[:limit]
+    best = max(range(len(sentences)), key=lambda i: (len(want & stems(sentences[i])), -i))
+    lo = hi = best
+
+    def render(lo: int, hi: int) -> str:
+        return (("... " if lo > 0 else "") + " ".join(sentences[lo:hi + 1])
+                + (" ..." if hi < len(sentences) - 1 else ""))
+
+    if len(render(lo, hi)) > limit:  # one long sentence: cut at a word boundary
+        cut = sentences[best][: limit - 8].rsplit(" ", 1)[0]
+        return ("... " if best > 0 else "") + f"{cut} ..."
+    grew = True
+    while grew:
+        grew = False
+        for nlo, nhi in ((lo, hi + 1), (lo - 1, hi)):
+            if nlo >= 0 and nhi < len(sentences) and len(render(nlo, nhi)) <= limit:
+                lo, hi, grew = nlo, nhi, True
+                break
+    return render(lo, hi)
 
 
 def turn_line(turn: Turn, text: str) -> str:

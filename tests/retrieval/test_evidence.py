@@ -55,7 +55,7 @@ def test_lost_detail_sees_names_objects_and_numbers_the_statement_dropped():
                                     "Wow, yeah, I really went to a parade!")
 
 
-def test_an_excerpt_keeps_the_sentences_nearest_the_statement_and_the_question():
+def test_an_excerpt_keeps_the_sentences_around_the_one_nearest_the_question():
     turn = ("Thanks so much for asking, it has been a long week with lots going on at "
             "work and at home. I finally adopted a puppy named Oscar from the shelter. "
             "He chews everything, but the kids adore him and we walk him twice a day. "
@@ -64,10 +64,15 @@ def test_an_excerpt_keeps_the_sentences_nearest_the_statement_and_the_question()
                            query="What is the name of Melanie's puppy?", limit=120)
     assert cut == "... I finally adopted a puppy named Oscar from the shelter. ..."
     assert len(cut) <= 120
+    # Room for more: the sentence after it first, where the detail usually is.
+    wider = evidence.excerpt(turn, anchor="Melanie adopted a puppy.",
+                             query="What is the name of Melanie's puppy?", limit=160)
+    assert wider == ("... I finally adopted a puppy named Oscar from the shelter. He chews "
+                     "everything, but the kids adore him and we walk him twice a day. ...")
     assert evidence.excerpt("Short turn.", anchor="x") == "Short turn."
 
 
 def test_an_excerpt_of_one_long_sentence_is_cut_at_a_word():
     turn = "word " * 100
     cut = evidence.excerpt(turn, anchor="nothing in common", limit=50)
-    assert len(cut) <= 50 and cut.endswith("...") and "wor..." not in cut
+    assert len(cut) <= 50 and cut.endswith(" ...") and "wor ..." not in cut
