@@ -65,7 +65,7 @@ CANDIDATE: dict[str, Any] = {
     "scope": "/demo", "kind": "event", "level": "peer", "state": "active",
     "confidence": 0.9, "sensitivity": "internal",
     "relevant_from": "2023-05-07T00:00:00+00:00", "relevant_until": "2023-05-08T00:00:00+00:00",
-    "fusion_score": 0.97,
+    "inserted_at": NOW, "when": "7 May 2023", "fusion_score": 0.97,
     "scores": {"semantic": {"raw": 0.71, "normalized": 1.0, "rank": 1, "contribution": 1.0},
                "lexical": {"raw": 1.1, "normalized": 1.0, "rank": 1, "contribution": 1.0}},
 }
@@ -83,9 +83,11 @@ RETRIEVAL: dict[str, Any] = {
     "page": {"limit": 10, "offset": 0, "next_offset": None},
 }
 
+TURN = "I went to a LGBTQ support group yesterday and it was so powerful."
 CITATION: dict[str, Any] = {"id": K1, "type": "knowledge", "statement": STATEMENT, "kind": "event",
             "scope": "/demo", "subject_peer_key": "caroline", "confidence": 0.9,
-            "state": "active"}
+            "state": "active", "when": "7 May 2023",
+            "source_turn": f'[8 May 2023] Caroline: "{TURN}"'}
 
 VERSION: dict[str, Any] = {"document_id": DOC, "version": 1, "version_id": VER,
            "sha256": "bbc9820ac308b75a1dc04328dfdbe0c70260de2f2023acd9ec79d20359b2c126",
@@ -295,7 +297,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "request": {"query": "Where did Caroline go?", "scope": "/demo",
                     "peer_key": "caroline", "effort": "low"},
         "response": {
-            "answer": "Caroline went to a support group.", "answer_confidence": 82,
+            "answer": "Caroline went to a support group on 7 May 2023.",
+            "answer_confidence": 82,
             "abstained": False, "abstention_reason": None, "answer_degraded": None,
             "citations": [CITATION], "supporting_statements": [STATEMENT],
             "model_called": True, "profile": "thorough", "profile_version": "thorough-v5",
@@ -323,16 +326,23 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                     "query": "Caroline support group", "budget_chars": 4000},
         "response": {
             "scope": "/demo", "reader_posture": "peer", "budget_chars": 4000,
-            "used_chars": 123, "truncated": False, "omitted_statements": 0,
-            "context": ("## Knowledge\n- Caroline went to a support group.\n"
+            "used_chars": 249, "truncated": False, "omitted_statements": 0,
+            "left_out": {"over_budget": 0, "duplicates": 0, "excerpts_over_budget": 0,
+                         "sections_empty": []},
+            "excerpts": 1,
+            "context": ("## Knowledge\n- [7 May 2023] Caroline went to a support group.\n"
+                        f'  > [8 May 2023] Caroline: "{TURN}"\n'
                         "## Caroline (person) in /demo\n"
-                        "- Caroline paints landscapes with her kids.\n"),
+                        "- [said 9 May 2023] Caroline paints landscapes with her kids.\n"),
             "knowledge": [{"id": K1, "statement": STATEMENT, "kind": "event",
                            "level": "peer", "sensitivity": "internal", "state": "active",
                            "confidence": 0.9, "subject_peer_key": "caroline",
                            "scope": "/demo", "relevant_from": "2023-05-07T00:00:00+00:00",
                            "relevant_until": "2023-05-08T00:00:00+00:00",
-                           "inserted_at": NOW}],
+                           "inserted_at": NOW, "when": "7 May 2023",
+                           "source": {"message_id": MSG, "speaker": "Caroline",
+                                      "said_at": "2023-05-08T13:56:00+00:00",
+                                      "excerpt": TURN}}],
             "session_summary": None,
             "peer_profile": {"peer_key": "caroline", "available": False, "entries": []},
             "scope_cards": [{"scope": "/demo", "available": False, "entries": []},
@@ -346,12 +356,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                            "confidence": 0.8,
                                            "subject_peer_key": "caroline",
                                            "scope": "/demo", "relevant_from": None,
-                                           "relevant_until": None, "inserted_at": NOW}]}],
+                                           "relevant_until": None, "inserted_at": NOW,
+                                           "when": "said 9 May 2023"}]}],
             "projection_cache_hit": False, "fast_fallback": True,
             "projections": {"required": 3, "reused": 0, "missing": 3, "dirty": 0,
                             "stale": 0, "local_cache_hits": 0, "loaded_from_database": 0},
-            "retrieval": {**RETRIEVAL, "profile": "fast", "profile_version": "fast-v1",
-                          "deadline_ms": 100},
+            "retrieval": RETRIEVAL,
         },
     },
     "v1_lineage_create": {
@@ -609,7 +619,8 @@ SUMMARIES: dict[str, str] = {
     "v1_search_create": "Search governed knowledge for a reader (fused strategies under a "
                         "deadline)",
     "v1_ask_create": "Answer a question from governed knowledge, with citations",
-    "v1_context_create": "Context for an agent's prompt from projections (no model call)",
+    "v1_context_create": "Context for an agent's prompt: dated lines ranked by the "
+                         "question, with source turns (no model call)",
     "v1_lineage_create": "A statement's provenance, relations and supersession graph",
     "v1_stable_profile_create": "A peer's stable profile: direct, source-backed, "
                                 "non-sensitive statements",

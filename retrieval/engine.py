@@ -36,7 +36,7 @@ from knowledge.scope_relations import linked_scopes
 from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader
 from memhouse.tenancy import set_account
-from retrieval import fusion
+from retrieval import evidence, fusion
 from retrieval import rerank as reranker
 from retrieval.lexical import ANALYZER_VERSION, analyze
 from retrieval.profiles import QUERY_DEPENDENT, Profile, allowed
@@ -350,6 +350,7 @@ def _hydrate(reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime,
     ids = [c.id for c in items]
     rows = {str(k.id): k for k in visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
             .filter(id__in=ids).select_related("scope", "subject_peer")}
+    said = evidence.said_at_of(rows)
     out: list[dict[str, Any]] = []
     for position, cand in enumerate(items):
         k = rows.get(cand.id)
@@ -361,7 +362,11 @@ def _hydrate(reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime,
             "scope": k.scope.path, "kind": k.kind, "level": k.level, "state": k.state,
             "confidence": k.confidence, "sensitivity": k.sensitivity,
             "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
-            "inserted_at": k.inserted_at, "fusion_score": round(cand.fusion_score, 6),
+            "inserted_at": k.inserted_at,
+            # What an agent reads: the time in absolute words (retrieval.evidence).
+            "when": evidence.when_label(k.relevant_from, k.relevant_until, said.get(cand.id),
+                                        k.inserted_at),
+            "fusion_score": round(cand.fusion_score, 6),
             "scores": {name: {key: (round(v, 6) if isinstance(v, float) else v)
                               for key, v in detail.items()}
                        for name, detail in cand.strategies.items()},

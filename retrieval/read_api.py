@@ -27,6 +27,25 @@ from retrieval.stable_profile import stable_profile
 
 
 class ContextApi(APIView):
+    """Text to paste into a prompt, at most `budget_chars` long, and the same content
+    structured. Every line is dated: `[7 May 2023]` (valid time at the precision it was
+    stated: a day, `May 2023`, `2022`, `29 May - 4 June 2023`, `since ...`, `until ...`),
+    else `[said 8 May 2023]` (when its source was said), else `[recorded ...]`.
+
+    With a `query` the knowledge head is the scope's search profile (balanced unless the
+    scope sets another), as deep as the budget allows; under a statement whose source turn
+    holds detail the statement lost comes that turn, dated and with its speaker
+    (`  > [8 May 2023] Caroline: "..."`, at most 300 characters around the sentence nearest
+    the question; once per message; only when the reader may see every statement drawn
+    from it and none was refused, redacted, retracted or superseded). Entity cards, the
+    session summary, the peer profile and scope cards follow, with a query only their
+    lines that share its words. A line the text already says is left out; `left_out`
+    counts what did not fit (`over_budget`, `excerpts_over_budget`), the repeats
+    (`duplicates`) and names the sections none of whose lines was placed. Each entry has
+    `when`, and `source` (message_id, speaker, said_at, excerpt) when its excerpt is in
+    the text. `projection_cache_hit` and `fast_fallback` report the projections; no
+    generation model is called."""
+
     class InputSerializer(serializers.Serializer):
         scope = serializers.CharField(max_length=500)
         peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
