@@ -129,9 +129,19 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
 
 @shared_task(name="governance.process_document_version", **_RETRY)
 def process_document_version(account_id: str, version_id: str) -> int:
+    """One document version through the pipeline. A version whose processing raises (not
+    the database, which retries) is set aside (`processing_failed_at`), as a poison
+    message is, so a writer waiting on it hears `failed` instead of waiting out."""
+    from governance.intake.pipeline import mark_version_failed
     from governance.intake.pipeline import process_document_version as run
 
-    return run(account_id, version_id).proposed
+    try:
+        return run(account_id, version_id).proposed
+    except OperationalError:
+        raise
+    except Exception as exc:
+        mark_version_failed(account_id, version_id, exc)
+        return 0
 
 
 @shared_task(name="governance.sweep_unprocessed", acks_late=True)

@@ -365,8 +365,9 @@ def _check_occurred_at(messages: list[dict[str, Any]], now: datetime) -> None:
                 "one day from now", details={"index": index})
 
 
-# The longest a POST /api/v1/messages may wait for its messages to be processed.
-MESSAGES_MAX_WAIT_SECONDS = 10.0
+# The longest a write (POST /api/v1/messages, /documents, /documents/<id>/versions) may
+# wait for what it stored to be processed.
+MAX_WAIT_SECONDS = 10.0
 # Polling while it waits: a short first sleep (eager and in-process extraction is
 # usually done by then), doubling up to the cap.
 _POLL_FIRST, _POLL_MAX = 0.05, 0.1
@@ -378,29 +379,85 @@ def _wait_seconds(data: Any) -> float:
     if value is None:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or not 0 <= value <= MESSAGES_MAX_WAIT_SECONDS:
+            or not math.isfinite(value) or not 0 <= value <= MAX_WAIT_SECONDS:
         raise ApplicationError(
             "invalid_wait", f"wait must be a number of seconds from 0 to "
-            f"{MESSAGES_MAX_WAIT_SECONDS:g}", details={"max": MESSAGES_MAX_WAIT_SECONDS})
+            f"{MAX_WAIT_SECONDS:g}", details={"max": MAX_WAIT_SECONDS})
     return float(value)
+
+
+def _wait_field(what: str, outcome: str) -> serializers.FloatField:
+    """The `wait` request field as the schema shows it (_wait_seconds validates it first,
+    so a bad value is 400 `invalid_wait`, never a field error)."""
+    return serializers.FloatField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_WAIT_SECONDS,
+        help_text=f"seconds to wait for {what} to be processed (0-10, default 0); the "
+                  f"answer then carries {outcome}")
+
+
+def _poll_until_done(account_id: uuid.UUID, pending: Callable[[], int], *,
+                     deadline: float) -> None:
+    """Poll `pending` (how many of the stored sources the pipeline has neither processed
+    nor set aside), each time in a short transaction of its own, until it is 0 or the
+    deadline passes."""
+    from memhouse.tenancy import account_context
+
+    delay = _POLL_FIRST
+    while True:
+        with account_context(account_id):
+            left_over = pending()
+        left = deadline - time.monotonic()
+        if not left_over or left <= 0:
+            return
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, _POLL_MAX)
+
+
+@method_decorator(transaction.non_atomic_requests, name="dispatch")
+class _WaitingWriteApi(APIView):
+    """A write that may wait for the pipeline: the request's one transaction, as
+    ATOMIC_REQUESTS gives every other view, but ended here. The pipeline sees the write
+    only once it commits, so a wait runs after the commit: the handler calls
+    `self._wait_after_commit(seconds, started)` and `_await` then polls and rewrites the
+    answer."""
+
+    wait_status = 201
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self._waiting: tuple[float, float] | None = None
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)
+        if self._waiting is not None and response.status_code == self.wait_status:
+            started, seconds = self._waiting
+            response.data = self._await(principal_of(request), response.data,
+                                        deadline=started + seconds)
+        return response
+
+    def _wait_after_commit(self, seconds: float, started: float) -> None:
+        if seconds > 0:
+            self._waiting = (started, seconds)
+
+    def _await(self, p: Any, body: dict[str, Any], *, deadline: float) -> dict[str, Any]:
+        raise NotImplementedError
 
 
 MessageRefusal = Callable[[str], "str | None"]
 
 
-def _outcome_out(message: Any, outcome: Any, refusal: MessageRefusal | None
-                 ) -> dict[str, Any]:
-    """A message's outcome: processing state, the derived statements the reader may read,
-    refusals by reason code, and counts of what the reader may not read."""
+def _outcome_out(outcome: Any, *, text: str | None = None,
+                 refusal: MessageRefusal | None = None) -> dict[str, Any]:
+    """A message's or document version's outcome: processing state, the derived
+    statements the reader may read, refusals by reason code, and counts of what the
+    reader may not read."""
     from knowledge import lifecycle, presenters, selectors
 
     refused = [{"reason": code, "message": lifecycle.reason_sentence(code), "count": n}
                for code, n in outcome.refused.items()]
-    if (refusal is not None and outcome.processing == selectors.PROCESSED
+    if (refusal is not None and text is not None and outcome.processing == selectors.PROCESSED
             and not outcome.statements and not outcome.hidden):
         # Nothing was proposed from it: say why when Gate A refuses the text as a whole
         # (an acknowledgement, a ping, machine output), whatever the extractor.
-        code = refusal(message.text)
+        code = refusal(text)
         if code:
             refused.append({"reason": code, "message": lifecycle.reason_sentence(code),
                             "count": 0})
@@ -414,11 +471,11 @@ def _outcome_out(message: Any, outcome: Any, refusal: MessageRefusal | None
 def _as_subject(principal: Any, reader: Any) -> bool:
     """A human reading as itself sees its own rows in every state; an agent acting for
     that human does not (as GET /api/v1/knowledge/<id>)."""
-    return bool(principal.is_human and reader.peer_id == principal.peer.id)
+    return bool(principal.is_human and principal.peer is not None
+                and reader.peer_id == principal.peer.id)
 
 
-@method_decorator(transaction.non_atomic_requests, name="dispatch")
-class MessagesIngestApi(APIView):
+class MessagesIngestApi(_WaitingWriteApi):
     """POST a batch of observations. 202: stored; extraction runs in the pipeline.
 
     Without `wait` (or with 0) the answer comes as soon as the batch is stored: each
@@ -447,6 +504,7 @@ class MessagesIngestApi(APIView):
     GET /api/v1/messages/{id} shows the same outcome later.
     """
 
+    wait_status = 202
     # What Gate A says of a message's whole text (a reason code or None): the wiring
     # (memhouse.api_urls) passes governance's junk test, which this floor may not import.
     message_refusal: MessageRefusal | None = None
@@ -459,24 +517,7 @@ class MessagesIngestApi(APIView):
             help_text="your conversation id; groups the messages into a session")
         messages = MessageInSerializer(many=True, allow_empty=False,
                                        help_text="the observations, in order")
-        wait = serializers.FloatField(
-            required=False, allow_null=True, min_value=0,
-            max_value=MESSAGES_MAX_WAIT_SECONDS,
-            help_text="seconds to wait for the batch to be processed (0-10, default 0); "
-                      "the answer then carries each message's outcome")
-
-    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        # The request's one transaction, as ATOMIC_REQUESTS gives every other view, but
-        # ended here: the pipeline sees the batch only once it commits, so a wait runs
-        # after the commit, polling in short transactions of its own.
-        self._waiting: tuple[float, float] | None = None
-        with transaction.atomic():
-            response = super().dispatch(request, *args, **kwargs)
-        if self._waiting is not None and response.status_code == 202:
-            started, seconds = self._waiting
-            response.data = self._await(principal_of(request), response.data,
-                                        deadline=started + seconds)
-        return response
+        wait = _wait_field("the batch", "each message's outcome")
 
     def post(self, request: Request) -> Response:
         from django.utils import timezone
@@ -502,8 +543,7 @@ class MessagesIngestApi(APIView):
         created = [m for m, r in zip(incoming, results, strict=True) if r["status"] == "created"]
         usage.record(p, "ingest", len(created))
         usage.record(p, "ingest_chars", sum(len(m.text) for m in created))
-        if wait > 0:
-            self._waiting = (started, wait)
+        self._wait_after_commit(wait, started)
         return Response({"messages": results}, status=202)
 
     def _await(self, p: Any, body: dict[str, Any], *, deadline: float) -> dict[str, Any]:
@@ -514,16 +554,8 @@ class MessagesIngestApi(APIView):
         from memhouse.tenancy import account_context
 
         ids = [uuid.UUID(m["id"]) for m in body["messages"]]
-        delay = _POLL_FIRST
-        while True:
-            with account_context(p.account_id):
-                pending = selectors.messages_pending(account_id=p.account_id,
-                                                    message_ids=ids)
-            left = deadline - time.monotonic()
-            if not pending or left <= 0:
-                break
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, _POLL_MAX)
+        _poll_until_done(p.account_id, lambda: selectors.messages_pending(
+            account_id=p.account_id, message_ids=ids), deadline=deadline)
         with account_context(p.account_id):
             messages = {m.pk: m for m in Message.objects.filter(
                 account_id=p.account_id, pk__in=ids).select_related("peer")}
@@ -537,10 +569,11 @@ class MessagesIngestApi(APIView):
                 reader = readers[m.peer_id]
                 wanted.append((m, reader, _as_subject(p, reader)))
             outcomes = selectors.message_outcomes(messages=wanted)
-            out = [{**m, "outcome": _outcome_out(messages[uuid.UUID(m["id"])],
-                                                 outcomes[uuid.UUID(m["id"])],
-                                                 self.message_refusal)}
-                   for m in body["messages"]]
+            out = []
+            for m in body["messages"]:
+                mid = uuid.UUID(m["id"])
+                out.append({**m, "outcome": _outcome_out(
+                    outcomes[mid], text=messages[mid].text, refusal=self.message_refusal)})
         timed_out = any(m["outcome"]["processing"] == selectors.QUEUED for m in out)
         return {"messages": out, "timed_out": timed_out}
 
@@ -583,7 +616,7 @@ class MessageDetailApi(APIView):
             "scope": m.scope.path, "session": m.session.external_id if m.session else None,
             "peer_key": m.peer.key, "text": m.text, "occurred_at": iso(m.occurred_at),
             "inserted_at": iso(m.inserted_at),
-            "outcome": _outcome_out(m, outcome, self.message_refusal)},
+            "outcome": _outcome_out(outcome, text=m.text, refusal=self.message_refusal)},
             "reader_posture": reader.posture})
 
 
@@ -591,6 +624,7 @@ class DocumentInSerializer(serializers.Serializer):
     text = serializers.CharField(required=False, trim_whitespace=False)
     content_base64 = serializers.CharField(required=False)
     media_type = serializers.CharField(max_length=100, required=False, default="text/plain")
+    wait = _wait_field("the version", "its outcome")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         import base64
@@ -623,7 +657,48 @@ def _document_out(document: Any, latest: Any, *, with_text: bool) -> dict[str, A
             "latest_version": version}
 
 
-class DocumentsApi(APIView):
+class _DocumentWriteApi(_WaitingWriteApi):
+    """A document write (a first version or a new one) that may wait for its version."""
+
+    def _stored(self, version: Any, *, wait: float, started: float) -> Response:
+        self._wait_after_commit(wait, started)
+        return Response(_version_out(version), status=201)
+
+    def _await(self, p: Any, body: dict[str, Any], *, deadline: float) -> dict[str, Any]:
+        """Poll until the version is processed (or set aside) or the deadline passes,
+        then add its outcome for the writer (the credential's own peer; a peerless key
+        reads public statements only)."""
+        from knowledge import selectors
+        from knowledge.models import DocumentVersion
+        from memhouse.tenancy import account_context
+
+        vid = body["version_id"]
+        _poll_until_done(p.account_id, lambda: selectors.versions_pending(
+            account_id=p.account_id, version_ids=[vid]), deadline=deadline)
+        with account_context(p.account_id):
+            version = DocumentVersion.objects.defer("blob", "text").get(
+                account_id=p.account_id, pk=vid)
+            reader = selectors.reader_for(principal=p)
+            outcome = selectors.version_outcomes(
+                versions=[(version, reader, _as_subject(p, reader))])[version.pk]
+        out = _outcome_out(outcome)
+        return {**body, "outcome": out, "timed_out": out["processing"] == selectors.QUEUED}
+
+
+_DOCUMENT_WAIT = """
+
+With `wait` (a number of seconds, at most 10; above that, negative or not a number is
+400 `invalid_wait`), the answer comes once the pipeline has processed the version, or
+when the wait runs out, and carries `timed_out` and the version's `outcome`, as POST
+/api/v1/messages reports a message's: `processing` (`queued`, `processed` or `failed`),
+the `statements` drawn from the version that the writer (the key's own peer) may read,
+with their ids and states (a statement an earlier version already held and this one
+still supports is named too), `refused` by reason code and `not_visible` counts. A search
+right after a waited write finds what was kept. Without `wait` the answer is as soon as
+the version is stored. GET /api/v1/documents/{id} shows each version's `processing`."""
+
+
+class DocumentsApi(_DocumentWriteApi):
     """GET ?scope&external_id&include_text&cursor&limit: the live documents this
     credential may access, each with its latest version. POST: upload a document."""
 
@@ -656,10 +731,14 @@ class DocumentsApi(APIView):
                                    for d, latest in page.items],
                          "next_cursor": page.next_cursor})
 
+    @extend_schema(description="Upload a document: its first version, whose statements "
+                               "the pipeline extracts." + _DOCUMENT_WAIT)
     def post(self, request: Request) -> Response:
         from knowledge.ingest.services import document_create
 
+        started = time.monotonic()
         p = principal_of(request)
+        wait = _wait_seconds(request.data)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -667,34 +746,51 @@ class DocumentsApi(APIView):
                                   content=v["content"], media_type=v["media_type"],
                                   external_id=v.get("external_id"))
         usage.record(p, "document")
-        return Response(_version_out(version), status=201)
+        return self._stored(version, wait=wait, started=started)
 
 
-class DocumentVersionsApi(APIView):
+class DocumentVersionsApi(_DocumentWriteApi):
+    """POST: a new version of a document; statements it no longer supports are
+    superseded."""
+
     InputSerializer = DocumentInSerializer
 
+    @extend_schema(description="A new version of a document (the same bytes again: the "
+                               "latest version, no new one); statements it no longer "
+                               "supports are superseded." + _DOCUMENT_WAIT)
     def post(self, request: Request, document_id: str) -> Response:
         from knowledge.ingest.services import document_for_write, document_version_add
 
+        started = time.monotonic()
         p = principal_of(request)
         document = document_for_write(principal=p, document_id=document_id)
+        wait = _wait_seconds(request.data)
         data = DocumentInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         version = document_version_add(principal=p, document=document,
                                        content=data.validated_data["content"],
                                        media_type=data.validated_data["media_type"])
         usage.record(p, "document")
-        return Response(_version_out(version), status=201)
+        return self._stored(version, wait=wait, started=started)
 
 
 class DocumentDetailApi(APIView):
     def get(self, request: Request, document_id: str) -> Response:
+        """A document and its versions, oldest first, each with its `processing` state
+        (`queued`, `processed` or `failed`, as a write with `wait` reports it); the
+        top-level `processing` is the latest version's."""
+        from knowledge import selectors
         from knowledge.ingest.services import document_for_write
 
         document = document_for_write(principal=principal_of(request), document_id=document_id)
-        versions = [_version_out(v) for v in document.versions.order_by("number")]
+        versions = list(document.versions.defer("blob", "text").order_by("number"))
         return Response({"id": document.id, "title": document.title,
-                         "scope": document.scope.path, "versions": versions})
+                         "scope": document.scope.path,
+                         "processing": selectors.version_processing(versions[-1])
+                         if versions else None,
+                         "versions": [{**_version_out(v),
+                                       "processing": selectors.version_processing(v)}
+                                      for v in versions]})
 
     def delete(self, request: Request, document_id: str) -> Response:
         from knowledge.ingest.services import document_delete, document_for_write

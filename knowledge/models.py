@@ -250,6 +250,14 @@ class DocumentVersion(AccountOwned):
     text = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
     tombstoned_at = models.DateTimeField(null=True, blank=True)
+    # Set by the pipeline in the transaction that writes the version's statements (also
+    # when it yields none), so a redelivered task does not extract it twice and a writer
+    # waiting on it knows it is done (as Message.extracted_at).
+    processed_at = models.DateTimeField(null=True, blank=True)
+    # Extraction raised for this version (not a database error, which is retried): it is
+    # set aside with the error's class and message, never a traceback.
+    processing_failed_at = models.DateTimeField(null=True, blank=True)
+    processing_error = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
         db_table = "memhouse_document_version"

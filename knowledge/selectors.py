@@ -363,11 +363,39 @@ def documents_listing(*, reader: Reader, scope_path: str | None = None,
     return DocumentPage(items, nxt)
 
 
-# --- a message's processing outcome (POST /api/v1/messages with wait, GET .../<id>) ------
+# --- which source messages a reader may see (one rule, also retrieval.lineage's) ----------
 
-# Processing states of a message, from its pipeline markers: `extracted_at` (the pipeline
-# wrote its statements) and `extraction_failed_at` (dead-lettered). There is no marker
-# for a message a worker has started on: until its write commits it is `queued`.
+def visible_messages(*, reader: Reader, scope_ids: Any = None,
+                     at: datetime | None = None) -> QuerySet[Message]:
+    """Source messages the reader may see: spoken by the reader, or with every statement
+    derived from them visible to the reader (a visible derived statement never opens a
+    source that also fed a hidden one). `scope_ids` limits both the messages and the
+    statements that count as visible (None: the whole Account; the caller checks the
+    scope grant); `at` is the time visibility is judged at. The internal posture sees
+    every message."""
+    qs = Message.objects.filter(account_id=reader.account_id)
+    if scope_ids is not None:
+        qs = qs.filter(scope_id__in=scope_ids)
+    if reader.posture == "internal":
+        return qs
+    vis = visible_knowledge(reader=reader, scope_ids=scope_ids, at=at)
+    derived = KnowledgeSource.objects.filter(message_id=OuterRef("pk"))
+    # NOT EXISTS per derived statement, not NOT IN (the visible set): PostgreSQL cannot
+    # turn NOT IN into an anti-join, so it built the reader's whole visible set even to
+    # check a handful of messages (semantic's message lanes check only their candidates).
+    hidden_derived = derived.filter(~Exists(vis.filter(id=OuterRef("knowledge_id"))))
+    allowed = Exists(derived) & ~Exists(hidden_derived)
+    if reader.peer_id is not None:
+        allowed = Q(peer_id=reader.peer_id) | allowed
+    return qs.filter(allowed)
+
+
+# --- a source's processing outcome (POST /api/v1/messages or /documents with wait) ------
+
+# Processing states of a message or document version, from its pipeline markers: the
+# pipeline wrote its statements (a message's `extracted_at`, a version's `processed_at`)
+# or set it aside (`extraction_failed_at`, `processing_failed_at`). There is no marker
+# for a source a worker has started on: until its write commits it is `queued`.
 QUEUED, PROCESSED, FAILED = "queued", "processed", "failed"
 
 
@@ -379,6 +407,14 @@ def message_processing(message: Message) -> str:
     return QUEUED
 
 
+def version_processing(version: DocumentVersion) -> str:
+    if version.processed_at is not None:
+        return PROCESSED
+    if version.processing_failed_at is not None:
+        return FAILED
+    return QUEUED
+
+
 def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> int:
     """How many of these messages the pipeline has neither processed nor set aside."""
     return Message.objects.filter(account_id=account_id, pk__in=list(message_ids),
@@ -386,29 +422,29 @@ def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> in
                                   extraction_failed_at__isnull=True).count()
 
 
+def versions_pending(*, account_id: uuid.UUID, version_ids: Iterable[Any]) -> int:
+    """How many of these live document versions the pipeline has neither processed nor
+    set aside (a tombstoned version is never processed: it waits for nothing)."""
+    return DocumentVersion.objects.filter(account_id=account_id, pk__in=list(version_ids),
+                                          tombstoned_at__isnull=True,
+                                          processed_at__isnull=True,
+                                          processing_failed_at__isnull=True).count()
+
+
 def message_for_read(*, reader: Reader, message_id: uuid.UUID) -> Message:
     """One message, when the reader may read it: in a scope the credential may read, and
-    spoken by the reader or with every statement derived from it visible to the reader
-    (the rule retrieval.lineage.visible_messages applies to source messages). Unknown,
-    other Accounts' and unreadable messages are the same 404."""
-    qs = Message.objects.filter(account_id=reader.account_id, pk=message_id)
-    if reader.posture != "internal":
-        vis = visible_knowledge(reader=reader)
-        derived = KnowledgeSource.objects.filter(message_id=OuterRef("pk"))
-        hidden_derived = derived.filter(~Exists(vis.filter(id=OuterRef("knowledge_id"))))
-        allowed = Exists(derived) & ~Exists(hidden_derived)
-        if reader.peer_id is not None:
-            allowed = Q(peer_id=reader.peer_id) | allowed
-        qs = qs.filter(allowed)
-    message = qs.select_related("peer", "scope", "session").first()
+    visible by the source-message rule (`visible_messages`). Unknown, other Accounts' and
+    unreadable messages are the same 404."""
+    message = (visible_messages(reader=reader).filter(pk=message_id)
+               .select_related("peer", "scope", "session").first())
     if message is None or not reader.may_read_scope(message.scope.path):
         raise NotFound("message")
     return message
 
 
 @dataclass
-class MessageOutcome:
-    """What the pipeline made of one message, as a reader may see it.
+class SourceOutcome:
+    """What the pipeline made of one message or document version, as a reader may see it.
 
     `statements`: the derived statements the reader may read (the visibility of GET
     /api/v1/knowledge/<id>), in any state. `refused`: reason code -> how many derived
@@ -421,19 +457,22 @@ class MessageOutcome:
     hidden: dict[str, int] = field(default_factory=dict)
 
 
-def message_outcomes(*, messages: list[tuple[Message, Reader, bool]]
-                     ) -> dict[uuid.UUID, MessageOutcome]:
-    """The outcome of each message for its reader (message, reader, as_subject): one
-    query for every derived statement, one per distinct reader for which of them it may
-    read, one for the readable rows."""
-    by_id = {m.pk: (m, reader, as_subject) for m, reader, as_subject in messages}
+MessageOutcome = SourceOutcome
+
+
+def _source_outcomes(*, by_id: dict[uuid.UUID, tuple[str, Reader, bool]], source_field: str
+                     ) -> dict[uuid.UUID, SourceOutcome]:
+    """Each source's outcome for its reader: `by_id` maps a source id to (processing
+    state, reader, as_subject); `source_field` is KnowledgeSource's link to it. One query
+    for every derived statement, one per distinct reader for which of them it may read,
+    one for the readable rows."""
     derived: dict[uuid.UUID, list[tuple[uuid.UUID, str, str]]] = {pk: [] for pk in by_id}
-    for message_id, knowledge_id, state, reason in (
-            KnowledgeSource.objects.filter(message_id__in=list(by_id))
+    for source_id, knowledge_id, state, reason in (
+            KnowledgeSource.objects.filter(**{f"{source_field}__in": list(by_id)})
             .order_by("knowledge__inserted_at", "knowledge_id")
-            .values_list("message_id", "knowledge_id", "knowledge__state",
+            .values_list(source_field, "knowledge_id", "knowledge__state",
                          "knowledge__state_reason")):
-        derived[message_id].append((knowledge_id, state, reason))
+        derived[source_id].append((knowledge_id, state, reason))
 
     def key(reader: Reader, as_subject: bool) -> tuple[Any, ...]:
         return (reader.posture, reader.peer_id, reader.scope_roots, as_subject)
@@ -453,9 +492,9 @@ def message_outcomes(*, messages: list[tuple[Message, Reader, bool]]
     shown: set[uuid.UUID] = set().union(*readable.values())
     rows = {k.pk: k for k in Knowledge.objects.filter(pk__in=list(shown))
             .select_related("subject_peer", "scope", "held_scope")} if shown else {}
-    out: dict[uuid.UUID, MessageOutcome] = {}
-    for pk, (message, reader, as_subject) in by_id.items():
-        outcome = MessageOutcome(processing=message_processing(message))
+    out: dict[uuid.UUID, SourceOutcome] = {}
+    for pk, (processing, reader, as_subject) in by_id.items():
+        outcome = SourceOutcome(processing=processing)
         may = readable[key(reader, as_subject)]
         for knowledge_id, state, reason in derived[pk]:
             if state == lifecycle.REJECTED:
@@ -466,3 +505,21 @@ def message_outcomes(*, messages: list[tuple[Message, Reader, bool]]
                 outcome.hidden[state] = outcome.hidden.get(state, 0) + 1
         out[pk] = outcome
     return out
+
+
+def message_outcomes(*, messages: list[tuple[Message, Reader, bool]]
+                     ) -> dict[uuid.UUID, SourceOutcome]:
+    """The outcome of each message for its reader (message, reader, as_subject)."""
+    return _source_outcomes(
+        by_id={m.pk: (message_processing(m), reader, as_subject)
+               for m, reader, as_subject in messages}, source_field="message_id")
+
+
+def version_outcomes(*, versions: list[tuple[DocumentVersion, Reader, bool]]
+                     ) -> dict[uuid.UUID, SourceOutcome]:
+    """The outcome of each document version for its reader (version, reader, as_subject):
+    the statements drawn from it, including those an earlier version already held that
+    it still supports."""
+    return _source_outcomes(
+        by_id={v.pk: (version_processing(v), reader, as_subject)
+               for v, reader, as_subject in versions}, source_field="document_version_id")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memhouse.schema_examples import ERRORS
+
 # Reference sections, in reading order, by the path segment after /api/v1/. A segment not
 # listed here (a new endpoint) gets a section of its own at the end, so nothing is missed.
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -60,9 +62,7 @@ the Account always comes from the key. The examples use `$MEMHOUSE` for the serv
 (`http://127.0.0.1:8000`) and `$KEY` for a key. Every error is a 4xx with one shape:
 
 ```json
-{"error": {"code": "unknown_peer_key", "message": "no peer with key 'ghost'", "details": {}}}
-```
-"""
+""" + json.dumps(ERRORS["400"]) + "\n```\n"  # the 400 example of the error tables below
 
 
 def build_schema() -> dict[str, Any]:

@@ -60,6 +60,20 @@ MESSAGE_OUTCOME: dict[str, Any] = {
     "not_visible": {"count": 0, "states": {}},
 }
 
+# A document version's outcome (POST /api/v1/documents with wait), uploaded with
+# Caroline's key: her own claim is hers to read (provisional until confirmed, as a
+# document's claims are); the claim about the scope is held for a curator, so she gets
+# its count and state only.
+DOCUMENT_OUTCOME: dict[str, Any] = {
+    "processing": "processed",
+    "statements": [knowledge(state="provisional", reason="f4_gate_a_b_deferred",
+                             statement="Caroline moved to Lisbon in 2022.", kind="fact",
+                             confidence=0.7, relevant_from=None, relevant_until=None,
+                             revalidate_after="2027-03-01T10:00:00+00:00")],
+    "refused": [],
+    "not_visible": {"count": 1, "states": {"held": 1}},
+}
+
 CANDIDATE: dict[str, Any] = {
     "id": K1, "rank": 1, "statement": STATEMENT, "subject_peer_key": "caroline",
     "scope": "/demo", "kind": "event", "level": "peer", "state": "active",
@@ -259,9 +273,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_documents_create": {
         "status": 201,
-        "request": {"scope": "/demo", "title": "Handbook", "text": "Our office is in Lisbon.",
-                    "media_type": "text/plain", "external_id": "handbook"},
-        "response": VERSION,
+        "request": {"scope": "/demo", "title": "Handbook", "media_type": "text/plain",
+                    "text": "Caroline moved to Lisbon in 2022.\nOur office is in Lisbon.\n",
+                    "external_id": "handbook", "wait": 5},
+        "response": {**VERSION, "outcome": DOCUMENT_OUTCOME, "timed_out": False},
     },
     "v1_documents_versions_create": {
         "status": 201,
@@ -280,7 +295,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "v1_documents_retrieve": {
         "status": 200,
-        "response": {"id": DOC, "title": "Handbook", "scope": "/demo", "versions": [VERSION]},
+        "response": {"id": DOC, "title": "Handbook", "scope": "/demo",
+                     "processing": "processed",
+                     "versions": [{**VERSION, "processing": "processed"}]},
     },
     "v1_documents_destroy": {
         "status": 200,
@@ -561,7 +578,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 # One example per documented error status, in the one error shape.
 ERRORS: dict[str, dict[str, Any]] = {
-    "400": {"error": {"code": "unknown_peer_key", "message": "no peer with key 'ghost'",
+    "400": {"error": {"code": "unknown_peer_key",
+                      "message": "no peer with key 'ghost'; create it first with POST "
+                                 "/api/v1/peers (key, kind human or agent)",
                       "details": {}}},
     "401": {"error": {"code": "not_authenticated",
                       "message": "Authentication credentials were not provided."}},
@@ -608,12 +627,14 @@ SUMMARIES: dict[str, str] = {
                           "(with wait, answer with each message's outcome)",
     "v1_messages_retrieve": "One message's processing state and outcome, for a reader who "
                             "may read it",
-    "v1_documents_create": "Upload a document (its first version)",
+    "v1_documents_create": "Upload a document (its first version); with wait, answer with "
+                           "its outcome",
     "v1_documents_versions_create": "Add a version to a document; statements it no longer "
-                                    "supports are superseded",
+                                    "supports are superseded (with wait, answer with its "
+                                    "outcome)",
     "v1_documents_list": "The live documents this credential may access, with their "
                          "latest versions",
-    "v1_documents_retrieve": "A document and its versions",
+    "v1_documents_retrieve": "A document and its versions, with their processing state",
     "v1_documents_destroy": "Tombstone a document; statements left without a source are "
                             "retracted",
     "v1_search_create": "Search governed knowledge for a reader (fused strategies under a "

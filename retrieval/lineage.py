@@ -32,13 +32,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from knowledge import lifecycle
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Relation
 from knowledge.prompts import operation_of
 from knowledge.selectors import sensitivity_q, visible_knowledge
+from knowledge.selectors import visible_messages as _visible_messages
 from memhouse.errors import NotFound
 from memhouse.principal import Reader
 from retrieval.stable_profile import readable_scope_ids
@@ -73,20 +74,9 @@ def messages_in_scope(reader: Reader, scope_ids: Any) -> QuerySet[Message]:
 
 def visible_messages(reader: Reader, scope_ids: Any, *, at: Any = None) -> QuerySet[Message]:
     """Source messages the reader may see: in `scope_ids`, and spoken by the reader or
-    with every statement derived from them visible to the reader."""
-    qs = messages_in_scope(reader, scope_ids)
-    if reader.posture == "internal":
-        return qs
-    vis = visible_knowledge(reader=reader, scope_ids=scope_ids, at=at)
-    derived = KnowledgeSource.objects.filter(message_id=OuterRef("pk"))
-    # NOT EXISTS per derived statement, not NOT IN (the visible set): PostgreSQL cannot
-    # turn NOT IN into an anti-join, so it built the reader's whole visible set even to
-    # check a handful of messages (semantic's message lanes check only their candidates).
-    hidden_derived = derived.filter(~Exists(vis.filter(id=OuterRef("knowledge_id"))))
-    allowed = Exists(derived) & ~Exists(hidden_derived)
-    if reader.peer_id is not None:
-        allowed = Q(peer_id=reader.peer_id) | allowed
-    return qs.filter(allowed)
+    with every statement derived from them visible to the reader. The rule lives in
+    knowledge.selectors.visible_messages (GET /api/v1/messages/<id> applies it too)."""
+    return _visible_messages(reader=reader, scope_ids=scope_ids, at=at)
 
 
 def related_ids(*, reader: Reader, scope_ids: Any, seeds: list[str], fan_out: int

@@ -24,6 +24,7 @@ from governance import belief_time
 from governance.intake.gates import NORMALISED_SQL, PIPELINE, gate_a, gate_b, normalised
 from governance.intake.supersession import settle_update
 from knowledge import audit, lifecycle
+from knowledge.ingest.dead_letter import describe
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.lifecycle import transition
@@ -560,7 +561,7 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
     with account_context(account_id):
         version = DocumentVersion.objects.select_for_update(no_key=True).select_related(
             "document__scope").get(pk=version_id)
-        if KnowledgeSource.objects.filter(document_version=version).exists():
+        if version.processed_at is not None:
             return outcome  # already processed (redelivery)
         document = version.document
         previous = (Knowledge.objects.filter(
@@ -595,5 +596,24 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
                 transition(old, lifecycle.SUPERSEDED, actor="system:document-sync",
                            reason="f4_document_revision",
                            evidence={"document_version": version.number})
+        # Done, in the transaction that wrote its statements: a writer waiting on the
+        # version (POST /api/v1/documents with wait) sees both at once.
+        DocumentVersion.objects.filter(pk=version.pk).update(processed_at=timezone.now())
         enqueue_embedding(account_id, outcome.kept or [])
     return outcome
+
+
+def mark_version_failed(account_id: str | uuid.UUID, version_id: str | uuid.UUID,
+                        error: BaseException) -> bool:
+    """Record that processing a document version raised, in a transaction of its own (the
+    failed attempt's is gone): the version is set aside with the error's class and
+    message, never a traceback (which could carry its text). False when the version is
+    gone or was processed meanwhile."""
+    with account_context(account_id):
+        updated = DocumentVersion.objects.filter(pk=version_id, processed_at__isnull=True
+                                                 ).update(processing_failed_at=timezone.now(),
+                                                          processing_error=describe(error))
+    log.warning("document version processing failed; set aside",
+                extra={"account_id": str(account_id), "version_id": str(version_id),
+                       "error_type": type(error).__name__})
+    return bool(updated)

@@ -127,12 +127,19 @@ class MessageRead(TypedDict):
     reader_posture: str
 
 
-class DocumentVersion(TypedDict):
+class _VersionFields(TypedDict):
     document_id: str
     version: int
     version_id: str
     sha256: str
     media_type: str
+
+
+class DocumentVersion(_VersionFields):
+    """A stored version (create_document, add_document_version)."""
+
+    outcome: NotRequired[MessageOutcome]  # only with wait (as a message's outcome)
+    timed_out: NotRequired[bool]  # only with wait
 
 
 class DocumentDeleted(TypedDict):
@@ -183,7 +190,7 @@ class SearchResult(TypedDict):
     identity_profile: NotRequired[JSONDict | None]
 
 
-class DocumentLatestVersion(DocumentVersion):
+class DocumentLatestVersion(_VersionFields):
     created_at: str
     text: NotRequired[str]  # only with include_text=True
 
@@ -486,19 +493,32 @@ class MemHouseClient:
 
     def create_document(self, scope: str, title: str, *, text: str | None = None,
                         content: bytes | None = None, media_type: str = "text/plain",
-                        external_id: str | None = None) -> DocumentVersion:
-        """Create a document from `text` or raw `content` bytes (exactly one)."""
+                        external_id: str | None = None,
+                        wait: float | None = None) -> DocumentVersion:
+        """Create a document from `text` or raw `content` bytes (exactly one).
+
+        `wait` (seconds, at most 10): answer once the pipeline has processed the version
+        (or the wait runs out, `timed_out`), with its `outcome` as ingest_messages gives a
+        message's: processing state, the statements drawn from it that this key's peer may
+        read, refusals by reason code and counts of the rest. A search right after sees
+        what was kept."""
         body = {"scope": scope, "title": title, "media_type": media_type,
-                **_content_fields(text, content), **_compact(external_id=external_id)}
-        result: DocumentVersion = self._post("documents", body)
+                **_content_fields(text, content),
+                **_compact(external_id=external_id, wait=wait)}
+        result: DocumentVersion = self.request("POST", "documents", json=body,
+                                               extra_time=float(wait or 0))
         return result
 
     def add_document_version(self, document_id: str | UUID, *, text: str | None = None,
-                             content: bytes | None = None,
-                             media_type: str = "text/plain") -> DocumentVersion:
-        """A new version; statements it no longer supports are superseded."""
-        body = {"media_type": media_type, **_content_fields(text, content)}
-        result: DocumentVersion = self._post(f"documents/{document_id}/versions", body)
+                             content: bytes | None = None, media_type: str = "text/plain",
+                             wait: float | None = None) -> DocumentVersion:
+        """A new version; statements it no longer supports are superseded. The same bytes
+        again make no new version (the latest one is returned). `wait`: as for
+        create_document."""
+        body = {"media_type": media_type, **_content_fields(text, content),
+                **_compact(wait=wait)}
+        result: DocumentVersion = self.request("POST", f"documents/{document_id}/versions",
+                                               json=body, extra_time=float(wait or 0))
         return result
 
     def list_documents(self, *, scope: str | None = None, external_id: str | None = None,
@@ -525,6 +545,8 @@ class MemHouseClient:
                 return
 
     def get_document(self, document_id: str | UUID) -> JSONDict:
+        """A document and its versions, each with its `processing` state (`queued`,
+        `processed`, `failed`); the top-level `processing` is the latest version's."""
         return dict(self._get(f"documents/{document_id}"))
 
     def delete_document(self, document_id: str | UUID) -> DocumentDeleted:

@@ -17,7 +17,9 @@ Needs the optional extra `memhouse[langgraph]`. How LangGraph's model maps onto 
   source like any other: statements extracted from it are governed knowledge with
   provenance, and a new version supersedes what the old one no longer supports.
   `put(..., None)` and `delete` tombstone the document, so statements left without a
-  source are retracted.
+  source are retracted. A put waits up to `wait` seconds (default 5, at most 10; 0 does
+  not wait) for the pipeline to extract the version's statements, so a `search` right
+  after it finds them; a put whose wait runs out has still stored the value.
 * `get` reads the latest version of that document back as an `Item`.
 * `search(prefix, query=...)` is a MemHouse search for the store's reader at that scope
   (which reads the scope and its ancestors, never siblings or descendants). It returns
@@ -63,6 +65,9 @@ from memhouse.client.errors import ConflictError, NotFoundError
 
 __all__ = ["MemHouseStore", "namespace_to_scope", "scope_to_namespace"]
 
+# How long a put waits for its version to be processed (the documents endpoints' `wait`),
+# so a search right after it reads what it stored; the server's cap is 10 s.
+DEFAULT_WAIT_SECONDS = 5.0
 MAX_LABEL = 100  # MemHouse's longest scope segment
 MAX_KEY = 200  # a document's external id
 MEDIA_TYPE = "application/json"
@@ -118,8 +123,11 @@ class MemHouseStore(BaseStore):
     supports_ttl = False
 
     def __init__(self, client: MemHouseClient, *, peer_key: str | None = None,
-                 profile: str | None = None) -> None:
+                 profile: str | None = None, wait: float = DEFAULT_WAIT_SECONDS) -> None:
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= 10:
+            raise ValueError("wait is a number of seconds from 0 to 10")
         self.client = client
+        self.wait = wait  # seconds a put waits for its statements (0: no wait)
         self.peer_key = peer_key  # the reader of searches (None: the key's own peer)
         self.profile = profile  # a MemHouse search profile: fast, balanced, thorough
         self._scopes: set[str] = set()  # scopes created (or found) by this store
@@ -224,7 +232,7 @@ class MemHouseStore(BaseStore):
         if doc is None:
             try:
                 self.client.create_document(scope, key, text=text, media_type=MEDIA_TYPE,
-                                            external_id=key)
+                                            external_id=key, wait=self.wait or None)
                 return
             except ConflictError as exc:  # created meanwhile by someone else: revise it
                 if exc.code != "document_exists":
@@ -233,7 +241,8 @@ class MemHouseStore(BaseStore):
                 if doc is None:
                     raise
         # Same bytes again is no new version (the API is idempotent on content).
-        self.client.add_document_version(doc["id"], text=text, media_type=MEDIA_TYPE)
+        self.client.add_document_version(doc["id"], text=text, media_type=MEDIA_TYPE,
+                                         wait=self.wait or None)
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         doc = self._find(namespace_to_scope(namespace), self._check_key(key), with_text=False)
