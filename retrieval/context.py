@@ -143,8 +143,8 @@ def _fit(sections: list[_Section], budget: int, turns: dict[str, evidence.Turn],
 
     A statement already said by what is placed (its content words and its date are in the
     text: a repeat, or a turn excerpt that holds it) is left out as a duplicate. A ranked
-    statement whose source turn holds detail it lost gets the turn's excerpt under it when
-    both fit, once per message; else it goes alone."""
+    statement whose source turn holds enough detail it lost (CONTEXT_MIN_LOST_WORDS) gets
+    the turn's excerpt under it when both fit, once per message; else it goes alone."""
     placed = _Placed()
     ids: set[str] = set()
     kept: dict[str, list[dict[str, Any]]] = {}
@@ -167,7 +167,8 @@ def _fit(sections: list[_Section], budget: int, turns: dict[str, evidence.Turn],
             source = None
             turn = turns.get(e["id"])
             if (turn is not None and turn.message_id not in placed.messages
-                    and evidence.lost_detail(e["statement"], turn.text)):
+                    and evidence.lost_detail(e["statement"], turn.text,
+                                             min_words=evidence.CONTEXT_MIN_LOST_WORDS)):
                 cut = evidence.excerpt(turn.text, anchor=e["statement"], query=query)
                 quoted = f"  > {evidence.turn_line(turn, cut)}\n"
                 if len(placed.text) + cost + len(quoted) <= budget:

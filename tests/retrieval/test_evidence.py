@@ -53,6 +53,10 @@ def test_lost_detail_sees_names_objects_and_numbers_the_statement_dropped():
     # chat filler and function words are no detail
     assert not evidence.lost_detail("Caroline went to a parade.",
                                     "Wow, yeah, I really went to a parade!")
+    # A context line wants enough of it to be worth the characters.
+    assert evidence.lost_detail("Caroline went to a parade.", turn, min_words=5)
+    assert not evidence.lost_detail("Caroline went to a parade.",
+                                    "I went to a parade in Boston!", min_words=5)
 
 
 def test_an_excerpt_keeps_the_sentences_around_the_one_nearest_the_question():
