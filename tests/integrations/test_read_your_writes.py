@@ -1,7 +1,8 @@
 """Read your writes against the real `manage.py serve` (tests/served.py), where extraction
 runs on an in-process worker thread after the request commits, never inside it: without
-`wait` a search right after a write may find nothing; with it (the client's `wait=`, the
-Agents SDK session's default) the write answers once the statements exist."""
+`wait` a search right after a write may find nothing; with it (the client's `wait=` for
+messages and documents, the Agents SDK session's and the LangGraph store's defaults) the
+write answers once the statements exist."""
 
 from __future__ import annotations
 
@@ -71,3 +72,49 @@ def test_the_agents_session_waits_for_its_turns(mh: MemHouseClient) -> None:
     assert _found(mh, "Which instrument does Caroline play?", stmt["id"])
     with pytest.raises(ValueError, match="0 to 10"):
         MemHouseSession("ryw-2", mh, scope=SCOPE, wait=11)
+
+
+def test_a_document_with_wait_is_read_at_once(mh: MemHouseClient) -> None:
+    created = mh.create_document(SCOPE, "Caroline's notes", wait=8,
+                                 text="Caroline collects vintage typewriters.\n")
+    assert created["timed_out"] is False, created
+    outcome = created["outcome"]
+    assert outcome["processing"] == "processed"
+    # An agent's note about Caroline is hers to read (provisional until she confirms it):
+    # read as the key's own peer it is counted, never shown.
+    assert outcome["statements"] == [] and outcome["not_visible"]["count"] == 1
+    [hit] = [h for h in mh.search("What does Caroline collect?", scope=SCOPE,
+                                  peer_key="caroline")["candidates"]
+             if "typewriters" in h["statement"]]  # first try
+    doc = mh.get_document(created["document_id"])
+    assert doc["processing"] == "processed"
+    assert [v["processing"] for v in doc["versions"]] == ["processed"]
+    revised = mh.add_document_version(created["document_id"], wait=8,
+                                      text="Caroline collects vintage cameras.\n")
+    assert (revised["version"], revised["outcome"]["processing"]) == (2, "processed")
+    found = mh.search("What does Caroline collect?", scope=SCOPE,
+                      peer_key="caroline")["candidates"]
+    assert any("cameras" in h["statement"] for h in found)
+    assert hit["id"] not in [h["id"] for h in found]  # superseded by version 2
+
+
+def test_the_langgraph_store_reads_its_put_at_once(mh: MemHouseClient) -> None:
+    try:
+        from memhouse.client.langgraph_store import MemHouseStore
+    except ImportError as exc:  # the optional extra memhouse[langgraph]; CI installs it
+        pytest.skip(f"langgraph not installed: {exc}")
+    store = MemHouseStore(mh, peer_key="caroline")
+    namespace = ("demo", "ryw")
+    store.put(namespace, "pets", {"note": "Caroline keeps a tortoise called Shelly."})
+    hits = store.search(namespace, query="Which pet does Caroline keep?")  # first try
+    assert any("tortoise" in h.value["statement"] for h in hits), hits
+    store.put(namespace, "pets", {"note": "Caroline keeps a parrot called Kiwi."})
+    hits = store.search(namespace, query="Which pet does Caroline keep?")
+    statements = [h.value["statement"] for h in hits]
+    assert any("parrot" in s for s in statements), statements
+    assert not any("tortoise" in s for s in statements), statements  # superseded
+    doc = store.client.get_document(mh.list_documents(scope="/demo/ryw",
+                                                      external_id="pets")["items"][0]["id"])
+    assert [v["processing"] for v in doc["versions"]] == ["processed", "processed"]
+    with pytest.raises(ValueError, match="0 to 10"):
+        MemHouseStore(mh, wait=11)
