@@ -404,6 +404,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "entries": [{"knowledge_id": K2, "statement": "Caroline is a counsellor.",
                          "kind": "fact", "scope": "/demo", "confidence": 0.9,
                          "relevant_from": None, "relevant_until": None,
+                         "when": "said 8 May 2023",
                          "source_ids": [MSG], "contradicts": []}],
             "conflicts": [], "rebuilt_at": "2026-12-01T10:00:00Z",
             "allowlist": {"kinds": ["fact", "relation", "skill"],

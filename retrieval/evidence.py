@@ -12,7 +12,7 @@ Statements stay immutable; everything here is rendering at read time.
   dated by when MemHouse recorded it ("recorded 5 December 2026"). Month names are
   spelled out so no reader takes 05/07 for July.
 * **Source turns.** `source_turns` finds, per statement, the earliest source message the
-  reader may see (`lineage.visible_messages`: spoken by the reader, or every statement
+  reader may see (`knowledge.selectors.visible_messages`: spoken by the reader, or every statement
   drawn from it visible to the reader - the rule the source-turn lane applies) and none
   of whose statements was refused, redacted, retracted or superseded, whoever reads: an
   excerpt must never bring back material governance took out of circulation.
@@ -34,9 +34,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef
 
 from knowledge.models import Knowledge, KnowledgeSource
+from knowledge.selectors import visible_messages
 from memhouse.principal import Reader
 from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS, normalize_term
-from retrieval.lineage import visible_messages
 
 # States whose material must not come back through an excerpt of their source.
 WITHDRAWN = ("rejected", "redacted", "retracted", "superseded")
@@ -141,9 +141,9 @@ def source_turns(reader: Reader, scope_ids: Sequence[Any], statement_ids: Iterab
     withdrawn = KnowledgeSource.objects.filter(
         message_id=OuterRef("message_id"),
         knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
+    visible = visible_messages(reader=reader, scope_ids=scope_ids).values("id")
     rows = (KnowledgeSource.objects
-            .filter(knowledge_id__in=ids, message__isnull=False,
-                    message_id__in=visible_messages(reader, scope_ids).values("id"))
+            .filter(knowledge_id__in=ids, message__isnull=False, message_id__in=visible)
             .filter(~Exists(withdrawn))
             .order_by("knowledge_id", "message__occurred_at", "message__inserted_at",
                       "message_id")

@@ -31,6 +31,7 @@ from knowledge import lifecycle
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation, Scope
 from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader, ancestor_paths
+from retrieval import evidence
 
 STABLE_KINDS = (Knowledge.Kind.FACT, Knowledge.Kind.RELATION, Knowledge.Kind.SKILL)
 STABLE_SENSITIVITIES = (Knowledge.Sensitivity.PUBLIC, Knowledge.Sensitivity.INTERNAL)
@@ -122,6 +123,7 @@ def stable_profile(*, reader: Reader, scope: Scope | None = None) -> dict[str, A
     groups: dict[uuid.UUID, list[Knowledge]] = {}
     for k in rows:
         groups.setdefault(find(k.id), []).append(k)
+    said = evidence.said_at_of(str(k.id) for k in rows)
     entries: list[dict[str, Any]] = []
     conflicts: list[list[str]] = []
     for members in groups.values():
@@ -132,6 +134,8 @@ def stable_profile(*, reader: Reader, scope: Scope | None = None) -> dict[str, A
                 "knowledge_id": str(k.id), "statement": k.statement, "kind": k.kind,
                 "scope": k.scope.path, "confidence": k.confidence,
                 "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
+                "when": evidence.when_label(k.relevant_from, k.relevant_until,
+                                            said.get(str(k.id)), k.inserted_at),
                 "source_ids": sources[k.id],
                 "contradicts": sorted(str(o) for o in contradicts[k.id]),
             })
