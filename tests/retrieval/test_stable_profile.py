@@ -89,6 +89,10 @@ def test_the_allowlist_keeps_stable_direct_sourced_facts_only(identity):
     entry = next(e for e in profile["entries"] if e["knowledge_id"] == ids["architect"])
     assert len(entry["source_ids"]["messages"]) == 1
     assert entry["source_ids"]["document_versions"] == []
+    # Dated as context lines are: no valid time, so when its source was said.
+    with account_context(w.account.id):
+        said = Message.objects.get(pk=entry["source_ids"]["messages"][0]).occurred_at
+    assert entry["when"] == f"said {said.day} {said:%B} {said.year}"
 
 
 def test_contradictory_claims_stay_side_by_side(identity):
