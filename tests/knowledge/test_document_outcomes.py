@@ -211,3 +211,43 @@ def test_a_version_with_nothing_to_extract_is_processed(live_server, committed_w
     assert r.json()["timed_out"] is False
     assert r.json()["outcome"]["processing"] == "processed"
     assert r.json()["outcome"]["statements"] == []
+
+
+def test_the_migration_marks_versions_stored_before_the_marker(committed_world):
+    """0018's backfill: a version with a statement drawn from it, or older than ten
+    minutes, is processed (at its creation time); a recent one with none stays queued,
+    so a task still in flight processes it."""
+    import importlib
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from knowledge.services import knowledge_propose
+
+    backfill = importlib.import_module(
+        "knowledge.migrations.0018_document_version_processed").mark_processed_versions
+    w = committed_world
+    with account_context(w.account.id):
+        document = Document.objects.create(account_id=w.account.id, scope=w.scope,
+                                           title="Old")
+        now = timezone.now()
+
+        def version(number: int, age: timedelta) -> DocumentVersion:
+            return DocumentVersion.objects.create(
+                account_id=w.account.id, document=document, number=number, blob=b"x",
+                sha256=str(number), text="x", created_at=now - age)
+
+        old, sourced, recent = (version(1, timedelta(hours=2)),
+                                version(2, timedelta(minutes=1)),
+                                version(3, timedelta(minutes=1)))
+        knowledge_propose(account_id=w.account.id, statement="Old news.", scope=w.scope,
+                          subject_peer=None, actor="system:test",
+                          sources=[{"document_version": sourced, "excerpt": "Old news."}])
+    with transaction.atomic():
+        backfill(None, SimpleNamespace(connection=connection))
+    with account_context(w.account.id):
+        got = {v.pk: v.processed_at for v in DocumentVersion.objects.filter(document=document)}
+    assert got[old.pk] == old.created_at and got[sourced.pk] == sourced.created_at
+    assert got[recent.pk] is None
