@@ -283,6 +283,17 @@ def case_document_get(c: Corpus, client: APIClient) -> None:
     owner_sees_it(client, c.keys["scribe"], "GET", path, c.a_ids["document"])
 
 
+def case_message_get(c: Corpus, client: APIClient) -> None:
+    path = "messages/{id}"
+    r = no_oracle(c, client, c.keys["mallory"], "GET", path, c.a_ids["message"])
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    # Its speaker, read for by A's own agent, does see it: the id above was live.
+    r = api(client, c.keys["scribe"], "GET", f"messages/{c.a_ids['message']}",
+            query={"peer_key": "alice"})
+    assert r.status_code == 200, r.content
+    assert r.json()["message"]["id"] == c.a_ids["message"]
+
+
 def case_document_delete(c: Corpus, client: APIClient) -> None:
     path = "documents/{id}"
     r = no_oracle(c, client, c.keys["mel"], "DELETE", path, c.a_ids["document"])
@@ -654,6 +665,7 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("documents", "POST"): case_documents_post,
     ("documents", "GET"): case_documents_get,
     ("document", "GET"): case_document_get,
+    ("message", "GET"): case_message_get,
     ("document", "DELETE"): case_document_delete,
     ("document-versions", "POST"): case_document_versions,
     ("search", "POST"): case_search,
@@ -906,6 +918,30 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         a_scope, _, _ = _b_context(c)
         assert not lineage.visible_messages(forged(c), [a_scope.id]).exists()
 
+    def source_outcomes(c: Corpus) -> None:
+        from knowledge.models import DocumentVersion, Message
+        from memhouse.tenancy import rebind_account_for_tests
+
+        # A's message and version loaded while bound to A, then read for from B.
+        rebind_account_for_tests(c.world.account.id)
+        msg = Message.objects.get(pk=c.a_ids["message"])
+        version = DocumentVersion.objects.get(pk=c.a_ids["version"])
+        a_scope, _, _ = _b_context(c)
+        raises(NotFound, lambda: ksel.message_for_read(reader=forged(c), message_id=msg.pk))
+        assert not ksel.visible_messages(reader=forged(c), scope_ids=[a_scope.id]).exists()
+        assert not ksel.visible_messages(reader=forged(c)).exists()
+        assert ksel.messages_pending(account_id=c.world.account.id,
+                                     message_ids=[msg.pk]) == 0
+        assert ksel.versions_pending(account_id=c.world.account.id,
+                                     version_ids=[version.pk]) == 0
+        # The processing state is read off the row the caller already holds; what the
+        # pipeline made of it is read under RLS, so B learns nothing of A's statements.
+        assert isinstance(ksel.message_processing(msg), str)
+        assert isinstance(ksel.version_processing(version), str)
+        for out in (ksel.message_outcomes(messages=[(msg, forged(c), True)])[msg.pk],
+                    ksel.version_outcomes(versions=[(version, forged(c), True)])[version.pk]):
+            assert out.statements == [] and out.refused == {} and out.hidden == {}
+
     def related_ids(c: Corpus) -> None:
         a_scope, _, _ = _b_context(c)
         assert lineage.related_ids(reader=forged(c), scope_ids=[a_scope.id],
@@ -982,6 +1018,14 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "knowledge.selectors.knowledge_listing": listing,
         "knowledge.selectors.knowledge_listed": listing,
         "knowledge.selectors.documents_listing": documents,
+        "knowledge.selectors.message_for_read": source_outcomes,
+        "knowledge.selectors.message_outcomes": source_outcomes,
+        "knowledge.selectors.message_processing": source_outcomes,
+        "knowledge.selectors.messages_pending": source_outcomes,
+        "knowledge.selectors.version_outcomes": source_outcomes,
+        "knowledge.selectors.version_processing": source_outcomes,
+        "knowledge.selectors.versions_pending": source_outcomes,
+        "knowledge.selectors.visible_messages": source_outcomes,
         "governance.selectors.parse_limit": paging_helpers,
         "governance.selectors.paginate": paging_helpers,
         "governance.selectors.curator_queue": curator_queue,
