@@ -73,7 +73,11 @@ turns per second. Per turn it:
    number patterns shaped like an SSN or a card), ``personal`` for special categories
    (health, diagnosis, therapy, medication; sexual orientation and gender identity;
    religion; politics; finances, debt, salary; criminal record), else ``internal``. Never
-   ``public``: publication is a governance decision, not an extraction result.
+   ``public``: publication is a governance decision, not an extraction result. A clause's
+   level reaches the whole sentence (``sensitivity.share_within_sentences``): every claim
+   drawn from a sentence with a personal or restricted claim about the same subject is at
+   least as sensitive ("I was diagnosed with diabetes, so I'm watching my sugar": both
+   personal); claims from the message's other sentences keep their own level.
 7. **Confidence**: speaker as explicit subject 0.8; elided subject or speaker only
    mentioned 0.7; we/our 0.6; a known peer (third person) 0.6; a hedge (I think, I guess,
    maybe, probably, perhaps, might, not sure) subtracts 0.3, so a hedged self-observation
@@ -207,6 +211,7 @@ from knowledge.ingest.referents import (
 )
 from knowledge.ingest.sensitivity import (
     classify_sensitivity,
+    share_within_sentences,
 )
 
 __all__ = [
@@ -1596,7 +1601,9 @@ class RuleBasedExtractor:
             claims.append(_claim(message, f"{speaker_name} is married.", message.speaker_key,
                                  "relation", _BASE_CONFIDENCE["implied"], spouse.group(),
                                  None, None, spouse.span()))
-        return claims
+        # step 6: a personal clause makes the sentence's other claims about the same
+        # subject personal ("..., so I'm watching my sugar"); other sentences keep theirs
+        return share_within_sentences(claims, text, _sentences(text))
 
     def _clause(
         self,

@@ -1,11 +1,34 @@
 """Sensitivity of a piece of text, shared by the rule-based and the LLM extractor (moved out
-of ``rule_extractor``)."""
+of ``rule_extractor``), and of the claims drawn from one sentence.
+
+:func:`classify_sensitivity` reads one clause. :func:`share_within_sentences` is the
+sentence rule both extractors apply to what they extracted from a message: when one claim
+of a sentence is ``personal`` or ``restricted``, every other claim drawn from that same
+sentence about the same subject is at least as sensitive. "I was diagnosed with type 2
+diabetes last year, so I'm watching my sugar" gives "Sam was diagnosed with type 2
+diabetes." and "Sam is watching their sugar.", both personal: the second half of a health
+disclosure is not shared while the first is private. The subject is the claim's
+``subject_peer_key``, so wording that points back at the subject ("their sugar" for "my
+sugar", "Sam's mom is helping Sam", "Sam said it changed their diet") goes with it, and so
+does a later clause whose pronoun, left as said, points back at the third party a personal
+claim is about ("Omar told me he's in debt, so he's selling his car": "Sam said he's
+selling his car" is personal too). A claim about someone else that only mentions the
+subject ("I had knee surgery and Mel drove me home": "Mel drove Sam home") keeps its own
+level: it says what that person did. Claims from other sentences of the message are never
+raised (a message is not made personal because one of its sentences is), and a claim whose
+evidence runs over more than one sentence (a model's quote of the whole message) neither
+raises nor is raised: its own level already reads all of its evidence.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 
-__all__ = ["classify_sensitivity"]
+from knowledge.ingest.extraction import SENSITIVITIES, ExtractedClaim
+
+__all__ = ["classify_sensitivity", "share_within_sentences"]
 
 _RESTRICTED_I = re.compile(
     r"\b(?:pass(?:word|code|phrase)s?(?!\s+managers?\b)|pin\s+(?:code|number)|my\s+pin|social\s+security"
@@ -52,3 +75,52 @@ def classify_sensitivity(text: str) -> str:
     if _PERSONAL.search(text):
         return "personal"
     return "internal"
+
+
+#: The levels that spread to the other claims of a sentence.
+_SPREADING = frozenset({"personal", "restricted"})
+# A pronoun left as said, which in a later clause points back at a third party the sentence
+# named before it: "Omar is in debt, so he's selling his car".
+_THIRD_PERSON = re.compile(
+    r"\b(?:he|she|they|him|her|them|his|hers|their|theirs|himself|herself|themself"
+    r"|themselves)\b", re.I)
+
+
+def _sentence_of(span: tuple[int, int], sentences: Sequence[tuple[int, int]]) -> int | None:
+    """Index of the one sentence holding the whole span, or None."""
+    for index, (start, end) in enumerate(sentences):
+        if start <= span[0] and span[1] <= end:
+            return index
+    return None
+
+
+def _about(claim: ExtractedClaim, source: ExtractedClaim, text: str) -> bool:
+    """Whether ``claim`` is about the subject of ``source``, a claim of the same sentence:
+    the same subject, or a later clause whose pronoun points back at the third party
+    ``source`` is about (kept as what the speaker said: "Sam said he's selling his car")."""
+    if claim.subject_peer_key == source.subject_peer_key:
+        return True
+    return (source.subject_peer_key is not None and not source.self_observation
+            and claim.evidence_span[0] >= source.evidence_span[1]
+            and _THIRD_PERSON.search(text[claim.evidence_span[0]:claim.evidence_span[1]])
+            is not None)
+
+
+def share_within_sentences(claims: Sequence[ExtractedClaim], text: str,
+                           sentences: Sequence[tuple[int, int]]) -> list[ExtractedClaim]:
+    """The claims, each at least as sensitive as the most sensitive personal or restricted
+    claim drawn from the same sentence about the same subject (see the module docstring);
+    ``text`` is the message text and ``sentences`` its sentences as offsets, as the
+    evidence spans are. Order and every other field are unchanged."""
+    places = [_sentence_of(claim.evidence_span, sentences) for claim in claims]
+    out: list[ExtractedClaim] = []
+    for claim, place in zip(claims, places, strict=True):
+        level = SENSITIVITIES.index(claim.sensitivity)
+        raised = max((SENSITIVITIES.index(source.sensitivity)
+                      for source, where in zip(claims, places, strict=True)
+                      if where is not None and where == place and source is not claim
+                      and source.sensitivity in _SPREADING and _about(claim, source, text)),
+                     default=level)
+        out.append(replace(claim, sensitivity=SENSITIVITIES[raised]) if raised > level
+                   else claim)
+    return out
