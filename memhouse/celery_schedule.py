@@ -66,3 +66,25 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "options": {"expires": 129600},
     },
 }
+
+
+# --- the in-process beat's report (manage.py serve) -------------------------------------
+# `manage.py serve` runs the schedule above in-process (memhouse/management/beat.py); it
+# reports here and /readyz reads it (this module is on the ground floor, which both may
+# import). Outside serve (gunicorn, a worker) nothing reports: beat runs elsewhere.
+
+_beat_report: dict[str, Any] | None = None
+
+
+def report_beat(status: dict[str, Any] | None) -> None:
+    """The in-process beat's current status (None: this process runs none)."""
+    global _beat_report
+    _beat_report = dict(status) if status is not None else None
+
+
+def beat_report() -> dict[str, Any]:
+    """What /readyz shows under ``beat``: ``{"state": ...}`` and, while this process's
+    beat ticks, when it last did and which entry is due next."""
+    if _beat_report is None:
+        return {"state": "not_in_process"}
+    return dict(_beat_report)

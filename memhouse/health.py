@@ -78,6 +78,26 @@ def _llm() -> tuple[str, str | None]:
     return readiness(provider)
 
 
+def _beat() -> dict[str, object]:
+    """The beat schedule as this process sees it: ``running`` (its in-process beat, under
+    `manage.py serve`, ticks: when it last did, which entry is due next), ``standby``
+    (another serve on this database ticks), ``disabled`` (serve --no-beat /
+    MEMHOUSE_SERVE_BEAT=false), ``stalled`` (running, but no pass for a minute) or
+    ``not_in_process`` (gunicorn and the like: a separate `celery beat` runs it; its
+    health check and /metrics watch it). Reported, never a reason to be unready: the
+    API serves without it."""
+    import time
+
+    from memhouse.celery_schedule import beat_report
+
+    report = beat_report()
+    last = report.pop("last_tick_epoch", None)
+    if report.get("state") == "running" and isinstance(last, (int, float)) and (
+            time.time() - last > 60):
+        report["state"] = "stalled"
+    return report
+
+
 @transaction.non_atomic_requests
 def readyz(request: HttpRequest) -> JsonResponse:
     llm, response_format = _llm()
@@ -88,5 +108,5 @@ def readyz(request: HttpRequest) -> JsonResponse:
     # output, or refuses our key/model/URL, never will: not ready.
     ok = all(v in ("ok", "not_used", "degraded", "probing") for v in checks.values())
     return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks,
-                         "llm_response_format": response_format},
+                         "llm_response_format": response_format, "beat": _beat()},
                         status=200 if ok else 503)

@@ -241,6 +241,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("MEMHOUSE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
 }
+# `manage.py serve` runs the beat schedule (memhouse/celery_schedule.py) in-process; false
+# (or `serve --no-beat`) for a deployment that runs `celery -A memhouse beat` instead.
+MEMHOUSE_SERVE_BEAT = env_bool("MEMHOUSE_SERVE_BEAT", True)
 
 # --- Models (optional) ----------------------------------------------------------------
 # minilm-onnx: int8 MiniLM on onnxruntime (no torch); minilm-torch: the fp32 model through

@@ -9,7 +9,12 @@ Served mode also does the background work a single machine has no separate worke
 (`start_background_work`): with Celery in eager mode (no Redis), tasks would run inside
 the web request that enqueued them, so the command points Celery at an in-process memory
 broker and consumes it with one worker thread; and a sweeper thread re-enqueues messages
-whose extraction never happened (a crash or a database outage after the 202).
+whose extraction never happened (a crash or a database outage after the 202). It also
+runs the beat schedule in-process (memhouse/management/beat.py: the entries of
+memhouse/celery_schedule.py that compose's `beat` runs, so expiry, revalidation and the
+dream-time work happen under serve too); only one serve per database ticks (an advisory
+lock), and `--no-beat` or MEMHOUSE_SERVE_BEAT=false turns it off for a deployment that
+runs `celery beat` itself.
 
 Before serving it collects the static files into STATIC_ROOT (WhiteNoise serves them with
 DEBUG off), and, run as a command, it stops the embedded PostgreSQL it started when it
@@ -114,6 +119,9 @@ class BackgroundWork:
 
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_event.set()
+        # The beat first: it may still publish to the worker's broker.
+        for thread in [t for t in self.threads if t.name == "memhouse-beat"]:
+            thread.join(timeout)
         if self.worker is not None:
             self.worker.stop(in_sighandler=False)
         for thread in self.threads:
@@ -195,17 +203,37 @@ def _start_sweeper(work: BackgroundWork, every: float) -> None:
     work.threads.append(thread)
 
 
-def start_background_work(*, sweep_every: float = SWEEP_EVERY_SECONDS) -> BackgroundWork:
+def _start_beat(app: Any, work: BackgroundWork, beat: Any) -> None:
+    """The beat schedule in a thread (memhouse/management/beat.py): it publishes due
+    entries to the in-process worker (eager mode) or the configured broker's workers."""
+    from memhouse.celery_schedule import report_beat
+
+    report_beat({"state": "starting"})
+    thread = threading.Thread(target=beat.run, args=(work.stop_event,), name="memhouse-beat",
+                              daemon=True)
+    thread.start()
+    work.threads.append(thread)
+    work.restore.append(lambda: report_beat(None))
+
+
+def start_background_work(*, sweep_every: float = SWEEP_EVERY_SECONDS,
+                          beat: bool = False) -> BackgroundWork:
     """Start served mode's background threads: the in-process worker when Celery is in
-    eager mode (with a broker configured, the deployment runs real workers) and the
+    eager mode (with a broker configured, the deployment runs real workers), the
     periodic sweeper in either case (harmless next to beat's: re-enqueued work is
-    idempotent)."""
+    idempotent), and with `beat` the in-process beat (after the worker, whose memory
+    broker it publishes to)."""
     from memhouse.celery import app
 
     work = BackgroundWork(stop_event=threading.Event(), threads=[], restore=[])
     if settings.CELERY_TASK_ALWAYS_EAGER:
         _start_inprocess_worker(app, work)
     _start_sweeper(work, sweep_every)
+    if beat:
+        from memhouse.management.beat import InProcessBeat
+
+        _start_beat(app, work, InProcessBeat(
+            app, heartbeat=not settings.CELERY_TASK_ALWAYS_EAGER))
     return work
 
 
@@ -239,6 +267,10 @@ class Command(BaseCommand):
                             help="revoke the demo agent's key and print a new one")
         parser.add_argument("--sweep-every", type=float, default=SWEEP_EVERY_SECONDS,
                             help="seconds between sweeps for unextracted messages")
+        parser.add_argument("--no-beat", action="store_true",
+                            help="do not run the beat schedule in this process (a deployment "
+                                 "that runs `celery -A memhouse beat`); also "
+                                 "MEMHOUSE_SERVE_BEAT=false")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django.core.exceptions import ImproperlyConfigured
@@ -276,10 +308,25 @@ class Command(BaseCommand):
             out(f"  Console:        {base}/console/  ({DEMO_CURATOR}; password shown when "
                 f"it was created; reset with `manage.py changepassword {DEMO_CURATOR}`)")
         if not options["no_run"]:
-            work = start_background_work(sweep_every=options["sweep_every"])
+            from memhouse.celery_schedule import BEAT_SCHEDULE, report_beat
+
+            beat = settings.MEMHOUSE_SERVE_BEAT and not options["no_beat"]
+            work = start_background_work(sweep_every=options["sweep_every"], beat=beat)
             mode = ("in-process worker thread" if settings.CELERY_TASK_ALWAYS_EAGER
                     else "the configured Celery workers")
             out(f"  Background:     {mode}; sweeper every {options['sweep_every']:.0f}s")
+            if beat:
+                out(f"  Beat:           in-process, the {len(BEAT_SCHEDULE)} entries of "
+                    "memhouse/celery_schedule.py (expiry, revalidation, dream-time); one "
+                    "serve per database ticks, others stand by; /readyz shows it. Off: "
+                    "--no-beat or MEMHOUSE_SERVE_BEAT=false")
+            else:
+                why = "--no-beat" if options["no_beat"] else "MEMHOUSE_SERVE_BEAT=false"
+                report_beat({"state": "disabled", "detail": f"{why}: run `celery -A "
+                             "memhouse beat` (exactly one per deployment)"})
+                work.restore.append(lambda: report_beat(None))
+                out(f"  Beat:           off ({why}); run `celery -A memhouse beat` once per "
+                    "deployment, or expiry, revalidation and dream-time work never run")
             try:
                 call_command("runserver", options["addrport"], use_reloader=False)
             finally:
