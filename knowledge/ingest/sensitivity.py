@@ -43,6 +43,7 @@ _RESTRICTED_I = re.compile(
 _RESTRICTED_CASED = re.compile(r"\bPIN\b|\bSSN\b|\b\d{3}-\d{2}-\d{4}\b|\b(?:\d[ -]?){12,18}\d\b")
 _PERSONAL = re.compile(
     r"\b(?:diagnos\w*|therap(?:y|ist|ists|ies)|medicat\w*|meds|prescri(?:bed|ption)\w*"
+    r"|antidepressants?|sick\s+leave"
     r"|depress\w*|anxiety|panic\s+attacks?|adhd|autis\w*|bipolar|ptsd|ocd|cancer|chemo\w*"
     # Being in hospital is health; working at one is a job ("a nurse at St. Mary's Hospital").
     r"|tumou?rs?|diabet\w*|asthma|surgery|surgeries|hospitali[sz]\w*|illness|disease"

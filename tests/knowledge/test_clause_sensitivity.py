@@ -88,6 +88,9 @@ def test_a_personal_clause_makes_its_sentence_personal(
      [("Sam had surgery on their knee.", "personal"), ("Omar drove Sam home.", "internal")]),
     ("Omar got a new puppy and I'm in therapy.",
      [("Omar got a new puppy.", "internal"), ("Sam is in therapy.", "personal")]),
+    ("I'm on antidepressants now and Omar has been checking in on me every day.",
+     [("Sam is on antidepressants now.", "personal"),
+      ("Omar has been checking in on Sam every day.", "internal")]),
     # nothing sensitive: nothing raised
     ("I love hiking and my favourite trail is in the Peak District.",
      [("Sam loves hiking.", "internal"),
