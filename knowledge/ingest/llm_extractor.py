@@ -21,6 +21,9 @@ each item into an :class:`ExtractedClaim` with the same conventions as the rule 
   time by itself. Relative dates the model left in a statement are removed.
 * ``sensitivity`` is never lower than the deterministic :func:`classify_sensitivity` of the
   statement and its evidence, and never ``public`` (publication is a governance decision).
+  As in the rule extractor, a personal or restricted claim raises the other claims whose
+  evidence lies in the same sentence and that have the same subject
+  (:func:`share_within_sentences`); a claim quoting several sentences keeps its own level.
 * ``confidence`` is the model's, capped at 0.9 for self-observations and 0.7 for anything
   else (a claim about someone else or about the scope is hearsay).
 * ``evidence_span`` is the offset of the model's verbatim ``evidence`` quote in the text,
@@ -52,7 +55,8 @@ from knowledge.ingest.extraction import (
     stricter_sensitivity,
     validate_claim,
 )
-from knowledge.ingest.sensitivity import classify_sensitivity
+from knowledge.ingest.rule_extractor import sentence_spans
+from knowledge.ingest.sensitivity import classify_sensitivity, share_within_sentences
 from memhouse.llm import ChatProvider, ProviderError
 
 __all__ = ["SCHEMA_NAME", "SYSTEM_PROMPT", "LLMExtractor", "claims_schema"]
@@ -214,7 +218,9 @@ class LLMExtractor:
             claims.append(claim)
             if len(claims) >= self.max_claims:
                 break
-        return claims
+        # as the rule extractor: a personal claim makes the other claims quoted from the
+        # same sentence about the same subject personal; other sentences keep their level
+        return share_within_sentences(claims, message.text, sentence_spans(message.text))
 
     def _subject(self, value: Any, message: ObservedMessage) -> tuple[bool, str | None]:
         """(known, peer key or None for the scope)."""

@@ -820,13 +820,25 @@ def test_llm_absolute_dates() -> None:
 
 
 def test_llm_sensitivity_has_a_deterministic_floor() -> None:
+    text = f"{LOCOMO_TURN} I also like green tea."
     diagnosed, public = llm_extract(
         item(statement="Caroline was diagnosed with ADHD.", sensitivity="internal"),
         item(statement="Caroline likes tea.", sensitivity="public", kind="preference",
-             evidence="it was so powerful"),
+             evidence="I also like green tea"),
+        text=text,
     )
     assert diagnosed.sensitivity == "personal"
-    assert public.sensitivity == "internal"
+    assert public.sensitivity == "internal"  # never public; another sentence keeps its level
+
+
+def test_llm_a_personal_clause_raises_its_sentence() -> None:
+    # As the rule extractor: quoted from the same sentence about the same subject.
+    diagnosed, same = llm_extract(
+        item(statement="Caroline was diagnosed with ADHD.", sensitivity="internal"),
+        item(statement="Caroline found it powerful.", sensitivity="internal", kind="fact",
+             evidence="it was so powerful"),
+    )
+    assert diagnosed.sensitivity == "personal" and same.sensitivity == "personal"
 
 
 def test_llm_evidence_not_found_spans_the_message() -> None:
