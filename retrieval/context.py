@@ -1,29 +1,27 @@
-"""get_context: a budgeted, reasoning-free context payload assembled from projections.
+"""get_context: a budgeted, reasoning-free context payload an agent pastes into its prompt.
 
 A read at scope S for a reader needs, for S and each of its ancestors (the scopes a
 search at S selects): the scope card of the reader's audience, the reader's own peer
-profile (peer readers only) and, when a session is named, that session's summary.
+profile (peer readers only) and, when a session is named, that session's summary. Those
+projections are loaded; any that is missing, dirty or stale is created or dirtied and
+rebuilt in the background after commit (`projection_cache_hit` false, `fast_fallback`
+true), and the clean ones fill their sections.
 
-* **Hit** - every one of them is stored, clean and still live: the payload is assembled
-  from them alone, `projection_cache_hit: true`. The governed knowledge head is picked
-  without a model from the projections' id pools (every statement they are built from,
-  not only the entries they show): with a query, the pooled statements nearest to the
-  query vector (one SQL query, cosine distance, the reader's visibility filter inside
-  it; the query vector comes from the query cache - an embedding, not a generation
-  call); without vectors in the embedder's space, by query-term overlap over the
-  projected entries (statements sharing no term are left out); for a blank query, by
-  confidence and recency (salience).
-* **Miss** - any is missing, dirty or stale: those are created or dirtied and rebuilt in
-  the background after commit, the clean ones still fill their sections, and the `fast`
-  profile runs live through `engine.search` to fill the knowledge head (with
-  `blank_fallback` for a blank query, so salience-recency can fill it):
-  `fast_fallback: true`.
+* **Knowledge head.** With a query, the scope's search profile (balanced unless the scope
+  sets `retrieval_profile`) ranks it, as deep as the budget can use (`_head_limit`): what
+  the agent reads is what search ranks best, whatever the projections hold. Without a
+  query, the projections' statements by confidence and recency; on a miss the `fast`
+  profile's salience-recency fills it live (`blank_fallback`).
+* **Lines.** Every line is dated (`retrieval.evidence.when_label`); a ranked statement
+  whose source turn holds enough detail it lost gets that turn's excerpt under it, dated
+  and with its speaker, when the reader may see the whole turn (`evidence.source_turns`).
+* **Budget.** Sections are filled in priority order - knowledge head, entity cards of the
+  names the query gives (retrieval.entity_cards), session summary, peer profile, scope
+  cards nearest first; with a query, a projection's lines earn their place only by sharing
+  its terms. Every statement appears once, a line the text already says is left out, and
+  `left_out` says what did not make it. The rendered `context` never exceeds
+  `budget_chars`; the structured sections hold exactly what the text holds.
 
-Sections are filled in priority order - knowledge head, entity cards of the names the
-query gives (retrieval.entity_cards; built on read, shareable statements of one scope
-only), session summary, peer profile, scope cards nearest first - and every statement
-appears once; a card none of whose statements fit is left out. The rendered `context` text
-never exceeds `budget_chars`; the structured sections hold exactly what the text holds.
 No generation model is called on this path.
 """
 
@@ -40,7 +38,7 @@ from memhouse.principal import Reader
 from retrieval import engine, entity_cards, evidence
 from retrieval.lexical import analyze, normalize_term
 from retrieval.profiles import resolve_profile
-from retrieval.projections import Audience, Key, Kind, load, ranked_pool
+from retrieval.projections import Audience, Key, Kind, load
 
 DEFAULT_BUDGET = 4000
 MIN_BUDGET = 200
@@ -74,32 +72,10 @@ def _salience_key(e: dict[str, Any]) -> tuple[float, str, str]:
     return (float(e.get("confidence") or 0), str(e.get("inserted_at") or ""), e["id"])
 
 
-def _head_from_projections(entries: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+def _head_from_projections(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A blank read's head: the projected statements by confidence and recency."""
     unique = list({e["id"]: e for e in entries}.values())
-    terms = _terms(query) if query.strip() else set()
-    if not terms:
-        if query.strip():
-            return []  # a query of nothing but boilerplate matches nothing
-        return sorted(unique, key=_salience_key, reverse=True)[:HEAD_LIMIT]
-    scored = [(len(terms & _words(e["statement"])), e) for e in unique]
-    scored = [(s, e) for s, e in scored if s > 0]
-    scored.sort(key=lambda se: (se[0], *_salience_key(se[1])), reverse=True)
-    return [e for _, e in scored[:HEAD_LIMIT]]
-
-
-def _ranked_head(reader: Reader, scope_ids: list[Any], projection_ids: list[Any],
-                 query: str) -> list[dict[str, Any]] | None:
-    """The pooled statements nearest to the query; None when the query is blank or there
-    is no vector to rank by (the caller falls back to the projected entries)."""
-    if not query.strip():
-        return None
-    query = engine.for_the_reader(reader, query)  # as the live search reads it
-    space_id, vector = engine.query_space_and_vector(reader, query)
-    if space_id is None or not vector:
-        return None
-    head = ranked_pool(reader=reader, scope_ids=scope_ids, projection_ids=projection_ids,
-                       space_id=space_id, vector=vector, limit=HEAD_LIMIT)
-    return head or None
+    return sorted(unique, key=_salience_key, reverse=True)[:HEAD_LIMIT]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -245,7 +221,7 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
         retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}
     elif hit:
         head = _head_from_projections(
-            entries_of(summaries) + entries_of(profiles) + entries_of(cards), query)
+            entries_of(summaries) + entries_of(profiles) + entries_of(cards))
     else:
         profile = resolve_profile(requested="fast", scope=scope, default="fast")
         result = engine.search(reader=reader, scope=scope, query=query, profile=profile,

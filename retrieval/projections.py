@@ -23,11 +23,10 @@ Projections are rebuildable caches of governed knowledge, never a second store:
   summaries keep the newest statements, the other kinds the most confident.
 * **An id pool beyond the payload.** Every statement the projection is built from (up to
   POOL_MAX, in payload order) is linked by a ProjectionSource row, not only the
-  MAX_ENTRIES shown. A context read with a query ranks that pool by vector distance to
-  the query in SQL (`ranked_pool`), the reader's visibility filter inside the same query,
-  so the knowledge head of a cache hit can be any statement of the pool, as on the live
-  path. The pool rides on the same invalidation as the payload: a change to any pooled
-  statement dirties the projection, and the liveness check reads every link.
+  MAX_ENTRIES shown. The pool rides on the same invalidation as the payload: a change to
+  any pooled statement dirties the projection, and the liveness check reads every link.
+  (A context read with a query once ranked this pool for its head; since 2026-12-05 the
+  live search ranks it, retrieval.context.)
 * **Cross-process invalidation by versioning.** `version` bumps on every rebuild and dirty
   mark. Each process keeps a bounded local payload cache keyed by projection id; a reader
   first reads the (id, version, dirty) rows and reuses a local payload only when its
@@ -460,36 +459,3 @@ def load(account_id: uuid.UUID, keys: Sequence[Key]) -> Loaded:
                             .values_list("id", flat=True))
     _rebuild_on_commit(account_id, rebuild_ids)
     return out
-
-
-def ranked_pool(*, reader: Reader, scope_ids: Sequence[uuid.UUID],
-                projection_ids: Sequence[uuid.UUID], space_id: uuid.UUID,
-                vector: Sequence[float], limit: int) -> list[dict[str, Any]]:
-    """The statements of the projections' pools nearest to `vector` (cosine distance in
-    SQL, ties by id), as entries: only what `reader` may read at `scope_ids` now.
-
-    An exact scan of the pooled vectors: the MATERIALIZED CTE keeps the planner off the
-    per-space HNSW index, whose approximate scan could stop short of `limit` once the
-    pool and visibility filters drop rows."""
-    if not projection_ids or not vector:
-        return []
-    now = timezone.now()
-    visible_sql, visible_params = (visible_knowledge(reader=reader, scope_ids=scope_ids,
-                                                     at=now)
-                                   .values("id").query.sql_with_params())
-    dims = len(vector)
-    literal = "[" + ",".join(f"{x:.7f}" for x in vector) + "]"
-    sql = (f"WITH pooled AS MATERIALIZED (SELECT v.knowledge_id, v.embedding "
-           f"FROM memhouse_knowledge_vector v WHERE v.space_id = %s AND v.knowledge_id IN "
-           f"(SELECT s.knowledge_id FROM memhouse_projection_source s "
-           f"WHERE s.projection_id = ANY(%s::uuid[])) AND v.knowledge_id IN ({visible_sql})) "
-           f"SELECT knowledge_id FROM pooled ORDER BY "
-           f"(embedding::vector({dims})) <=> %s::vector({dims}), knowledge_id LIMIT %s")
-    params = [str(space_id), [str(i) for i in projection_ids], *visible_params, literal,
-              limit]
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        ids = [row[0] for row in cur.fetchall()]
-    rows = {k.id: k for k in visible_knowledge(reader=reader, scope_ids=scope_ids, at=now)
-            .filter(pk__in=ids).select_related("scope", "subject_peer")}
-    return [entry(rows[i]) for i in ids if i in rows]

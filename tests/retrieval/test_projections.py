@@ -180,37 +180,6 @@ def test_session_summary_keeps_the_newest_statements(corpus, monkeypatch):  # no
     assert payload["total"] == 4 and payload["truncated"] and payload["pool"] == 4
 
 
-def test_ranked_pool_keeps_the_readers_filters_in_sql(corpus, monkeypatch):  # noqa: F811
-    from memhouse.principal import Reader
-    from retrieval.embedding import get_embedder
-    from retrieval.models import EmbeddingSpace
-
-    w, ids = corpus
-    monkeypatch.setattr(projections, "MAX_ENTRIES", 0)  # everything is in the pool only
-    with account_context(w.account.id):
-        chain = list(Scope.objects.filter(path__in=["/marketing/social", "/marketing", "/"])
-                     .values_list("id", flat=True))
-    keys = _keys(w, peer="alice")
-    loaded = _build(w, keys)
-    assert all(p["entries"] == [] and p["pool"] >= 0 for p in loaded.payloads.values())
-    ident = get_embedder().identity
-    vector = get_embedder().embed_query("Where did Alice go for support?")
-    with account_context(w.account.id):
-        space = EmbeddingSpace.objects.get(provider=ident.provider, model=ident.model,
-                                           version=ident.version, dims=ident.dims)
-        pids = [loaded.ids[k] for k in keys]
-        alice = Reader(account_id=w.account.id, posture="peer",
-                       peer_id=Peer.objects.get(key="alice").id, scope_roots=None)
-        head = projections.ranked_pool(reader=alice, scope_ids=chain, projection_ids=pids,
-                                       space_id=space.id, vector=vector, limit=3)
-        assert head[0]["id"] == ids["support"] and len(head) == 3
-        # Handed the same pools, a public-only reader gets public statements only.
-        public = Reader(account_id=w.account.id, posture="public_only")
-        head = projections.ranked_pool(reader=public, scope_ids=chain, projection_ids=pids,
-                                       space_id=space.id, vector=vector, limit=10)
-        assert [e["id"] for e in head] == [ids["public"]]
-
-
 def test_version_counter_invalidates_other_processes_local_copies(corpus):  # noqa: F811
     w, _ids = corpus
     key = Key(Kind.SCOPE_CARD, Audience.SHARED, w.scope.id)

@@ -972,21 +972,6 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
             assert source_recall.exact(forged(c), [a_scope.id], q, 50) == []
             assert source_recall.semantic(forged(c), [a_scope.id], q, 50) == []
 
-    def ranked_pool(c: Corpus) -> None:
-        from retrieval.models import EmbeddingSpace, ProjectionSource
-
-        a_scope, _, _ = _b_context(c)
-        # Account A's pool links, read while still bound to A, then searched from B.
-        from memhouse.tenancy import rebind_account_for_tests
-
-        rebind_account_for_tests(c.world.account.id)
-        ids = list(ProjectionSource.objects.values_list("projection_id", flat=True))
-        rebind_account_for_tests(c.world.other_account.id)
-        for space in EmbeddingSpace.objects.all():  # global rows: no Account data
-            assert projections.ranked_pool(
-                reader=forged(c), scope_ids=[a_scope.id], projection_ids=ids or [a_scope.id],
-                space_id=space.id, vector=[0.1] * space.dims, limit=50) == []
-
     def scope_links(c: Corpus) -> None:
         from knowledge import scope_relations
 
@@ -998,7 +983,6 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
     return {
         "retrieval.source_recall.exact": source_lane,
         "retrieval.source_recall.semantic": source_lane,
-        "retrieval.projections.ranked_pool": ranked_pool,
         "knowledge.scope_relations.linked_scopes": scope_links,
         "knowledge.scope_relations.relations_list": scope_links,
         "knowledge.selectors.reader_for": reader_for,
