@@ -115,3 +115,6 @@ def test_served_mode_extracts_outside_the_request_and_sweeps_lost_work(
     from memhouse.celery import app
 
     assert app.conf.task_always_eager  # restored for the rest of the suite
+    from celery.result import task_join_will_block
+
+    assert not task_join_will_block()  # result.get() may block again, as before the worker

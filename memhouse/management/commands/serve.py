@@ -144,10 +144,12 @@ def _start_inprocess_worker(app: Any, work: BackgroundWork) -> None:
     broker in this process and one Celery worker thread (solo pool) consuming it. Tasks
     queued in memory are lost if the process dies; the sweeper below finds those
     messages again, as it does for a lost Redis dispatch."""
+    from celery._state import _set_task_join_will_block, task_join_will_block
     from celery.worker import WorkController
 
     previous = {"task_always_eager": app.conf.task_always_eager,
                 "broker_url": app.conf.broker_url}
+    joins_blocked = task_join_will_block()
     app.conf.task_always_eager = False
     app.conf.broker_url = "memory://"
     _reset_producer_pool(app)
@@ -155,6 +157,9 @@ def _start_inprocess_worker(app: Any, work: BackgroundWork) -> None:
     def restore() -> None:
         app.conf.update(previous)
         _reset_producer_pool(app)
+        # A starting worker marks the whole process as inside a worker (result.get()
+        # then refuses to block); once it is gone, this process is not.
+        _set_task_join_will_block(joins_blocked)
 
     work.restore.append(restore)
     started = threading.Event()
