@@ -115,11 +115,8 @@ class Evidence:
     origin: str  # "base" or the tool that found it
     data: dict[str, Any]
     base_rank: int | None = None
-    when: str | None = None  # retrieval.evidence.when_label, set by _ground
-    source: str | None = None  # the dated source turn, when it holds lost detail
-    # Valid time (relevant_from, relevant_until) of a knowledge item, for `when`.
-    valid: tuple[Any, Any] = (None, None)
-    recorded: Any = None  # inserted_at: the date of last resort
+    when: str | None = None  # a knowledge item's retrieval.evidence.when_label
+    source: str | None = None  # the dated source turn, when it holds lost detail (_ground)
 
     def prompt_item(self) -> dict[str, str]:
         item = {"id": self.id, "type": self.type, "text": self.text}
@@ -150,27 +147,22 @@ def _knowledge_evidence(c: dict[str, Any], origin: str, base_rank: int | None = 
             "subject_peer_key": c["subject_peer_key"], "confidence": c["confidence"],
             "state": c["state"]}
     return Evidence(c["id"], "knowledge", c["statement"], origin, data, base_rank,
-                    valid=(c.get("relevant_from"), c.get("relevant_until")),
-                    recorded=c.get("inserted_at"))
+                    when=c.get("when"))
 
 
 def _ground(reader: Reader, scope_ids: list[Any], query: str, evidence: list[Evidence]
             ) -> None:
-    """Date every knowledge item and attach its source turn where the turn holds detail
-    the statement lost (retrieval.evidence: the same rules as get_context's lines)."""
-    ids = [e.id for e in evidence if e.type == "knowledge"]
-    said = evidence_mod.said_at_of(ids)
-    turns = evidence_mod.source_turns(reader, scope_ids, ids)
+    """Attach to each knowledge item its source turn where the turn holds detail the
+    statement lost, once per message (retrieval.evidence, as get_context's lines)."""
+    knowledge = [e for e in evidence if e.type == "knowledge"]
+    turns = evidence_mod.source_turns(reader, scope_ids, [e.id for e in knowledge])
     shown: set[Any] = set()
-    for e in evidence:
-        if e.type != "knowledge":
-            continue
-        start, end = e.valid
-        e.when = evidence_mod.when_label(start, end, said.get(e.id), e.recorded)
+    for e in knowledge:
         turn = turns.get(e.id)
-        if (turn is not None and turn.message_id not in shown
-                and evidence_mod.lost_detail(e.text, turn.text)):
-            cut = evidence_mod.excerpt(turn.text, anchor=e.text, query=query)
+        if turn is None or turn.message_id in shown:
+            continue
+        cut = evidence_mod.quote_for(e.text, turn, query=query)
+        if cut is not None:
             e.source = evidence_mod.turn_line(turn, cut)
             shown.add(turn.message_id)
 
@@ -182,6 +174,7 @@ def _hydrate(reader: Reader, scope_ids: list[Any], ids: list[str], origin: str
         return []
     rows = {str(k.id): k for k in visible_knowledge(reader=reader, scope_ids=scope_ids)
             .filter(pk__in=ids).select_related("scope", "subject_peer")}
+    said = evidence_mod.said_at_of(rows)
     out = []
     for i in ids:
         k = rows.get(i)
@@ -190,9 +183,7 @@ def _hydrate(reader: Reader, scope_ids: list[Any], ids: list[str], origin: str
                 {"id": i, "statement": k.statement, "kind": k.kind, "scope": k.scope.path,
                  "subject_peer_key": k.subject_peer.key if k.subject_peer else None,
                  "confidence": k.confidence, "state": k.state,
-                 "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
-                 "inserted_at": k.inserted_at},
-                origin))
+                 "when": evidence_mod.when_of(k, said)}, origin))
     return out
 
 

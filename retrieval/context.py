@@ -88,7 +88,7 @@ def _entry_from_candidate(c: dict[str, Any]) -> dict[str, Any]:
         "sensitivity": c["sensitivity"], "state": c["state"], "confidence": c["confidence"],
         "subject_peer_key": c["subject_peer_key"], "scope": c["scope"],
         "relevant_from": _iso(c["relevant_from"]), "relevant_until": _iso(c["relevant_until"]),
-        "inserted_at": _iso(c["inserted_at"]),
+        "inserted_at": _iso(c["inserted_at"]), "when": c["when"],
     }
 
 
@@ -142,10 +142,10 @@ def _fit(sections: list[_Section], budget: int, turns: dict[str, evidence.Turn],
                 continue
             source = None
             turn = turns.get(e["id"])
-            if (turn is not None and turn.message_id not in placed.messages
-                    and evidence.lost_detail(e["statement"], turn.text,
-                                             min_words=evidence.CONTEXT_MIN_LOST_WORDS)):
-                cut = evidence.excerpt(turn.text, anchor=e["statement"], query=query)
+            cut = (evidence.quote_for(e["statement"], turn, query=query,
+                                      min_words=evidence.CONTEXT_MIN_LOST_WORDS)
+                   if turn is not None and turn.message_id not in placed.messages else None)
+            if turn is not None and cut is not None:
                 quoted = f"  > {evidence.turn_line(turn, cut)}\n"
                 if len(placed.text) + cost + len(quoted) <= budget:
                     line += quoted
@@ -178,10 +178,12 @@ def _relevant(entries: list[dict[str, Any]], terms: set[str]) -> list[dict[str, 
 
 
 def _dated(entries: list[dict[str, Any]], said: dict[str, datetime]) -> list[dict[str, Any]]:
-    return [{**e, "when": evidence.when_label(_dt(e.get("relevant_from")),
+    """Projection entries with their `when` (search candidates come with it)."""
+    return [e if "when" in e else
+            {**e, "when": evidence.when_label(_dt(e.get("relevant_from")),
                                               _dt(e.get("relevant_until")),
-                                              said.get(e["id"]),
-                                              _dt(e.get("inserted_at")))} for e in entries]
+                                              said.get(e["id"]), _dt(e.get("inserted_at")))}
+            for e in entries]
 
 
 def _dt(value: Any) -> datetime | None:
@@ -244,7 +246,8 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
     for k in cards:
         sections.append(_Section(f"scope_card:{k.scope_id}", f"Scope {path_of[k.scope_id]}",
                                  _relevant(entries_of([k]), terms)))
-    said = evidence.said_at_of(e["id"] for sec in sections for e in sec.entries)
+    said = evidence.said_at_of(e["id"] for sec in sections for e in sec.entries
+                               if "when" not in e)
     for sec in sections:
         sec.entries = _dated(sec.entries, said)
     # Excerpts only under statements the query ranked: a card line has no question to

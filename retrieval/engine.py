@@ -364,8 +364,7 @@ def _hydrate(reader: Reader, scope_ids: tuple[uuid.UUID, ...], now: datetime,
             "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
             "inserted_at": k.inserted_at,
             # What an agent reads: the time in absolute words (retrieval.evidence).
-            "when": evidence.when_label(k.relevant_from, k.relevant_until, said.get(cand.id),
-                                        k.inserted_at),
+            "when": evidence.when_of(k, said),
             "fusion_score": round(cand.fusion_score, 6),
             "scores": {name: {key: (round(v, 6) if isinstance(v, float) else v)
                               for key, v in detail.items()}

@@ -117,6 +117,11 @@ def when_label(relevant_from: datetime | None, relevant_until: datetime | None,
     return None
 
 
+def when_of(k: Knowledge, said: dict[str, datetime]) -> str | None:
+    """`when_label` of a statement row, given `said_at_of` for it."""
+    return when_label(k.relevant_from, k.relevant_until, said.get(str(k.id)), k.inserted_at)
+
+
 def said_label(said_at: datetime) -> str:
     return _day(_utc(said_at))
 
@@ -215,6 +220,15 @@ def excerpt(turn_text: str, *, anchor: str, query: str = "",
                 lo, hi, grew = nlo, nhi, True
                 break
     return render(lo, hi)
+
+
+def quote_for(statement: str, turn: Turn | None, *, query: str, min_words: int = 1
+              ) -> str | None:
+    """The excerpt of `turn` to show beside `statement`, or None when there is no turn or
+    it adds fewer than `min_words` content words (context and ask share this rule)."""
+    if turn is None or not lost_detail(statement, turn.text, min_words=min_words):
+        return None
+    return excerpt(turn.text, anchor=statement, query=query)
 
 
 def turn_line(turn: Turn, text: str) -> str:

@@ -134,8 +134,7 @@ def stable_profile(*, reader: Reader, scope: Scope | None = None) -> dict[str, A
                 "knowledge_id": str(k.id), "statement": k.statement, "kind": k.kind,
                 "scope": k.scope.path, "confidence": k.confidence,
                 "relevant_from": k.relevant_from, "relevant_until": k.relevant_until,
-                "when": evidence.when_label(k.relevant_from, k.relevant_until,
-                                            said.get(str(k.id)), k.inserted_at),
+                "when": evidence.when_of(k, said),
                 "source_ids": sources[k.id],
                 "contradicts": sorted(str(o) for o in contradicts[k.id]),
             })
