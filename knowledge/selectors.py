@@ -457,9 +457,6 @@ class SourceOutcome:
     hidden: dict[str, int] = field(default_factory=dict)
 
 
-MessageOutcome = SourceOutcome
-
-
 def _source_outcomes(*, by_id: dict[uuid.UUID, tuple[str, Reader, bool]], source_field: str
                      ) -> dict[uuid.UUID, SourceOutcome]:
     """Each source's outcome for its reader: `by_id` maps a source id to (processing
