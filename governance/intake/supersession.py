@@ -143,7 +143,8 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                       r"|kindergarten|preschool|daycare|nursery))\b"),
     "commute": _frames(rf"\bcommutes? (?:to work )?(?:by|on|via) {_V}{_END}",
                        r"\b(?P<v>(?:rides?|riding|takes?|taking|drives?|driving|cycles?|cycling"
-                       r"|bikes?|biking|walks?|walking)(?: (?:the|a|an|my|(?:\w+ ){0,2}\w+'s))?"
+                       r"|bikes?|biking|walks?|walking)(?: (?:the|a|an|my|his|her|their"
+                       r"|(?:\w+ ){0,2}\w+'s))?"
                        r"(?: (?:bus|train|subway|metro|tram|ferry|bike|bicycle|car|scooter))?)"
                        r" to work\b"),
     "drink": _frames(rf"\b(?:likes?|takes?|drinks?|has|have|prefers?|orders?) (?:{_WHOSE} )?"

@@ -86,6 +86,13 @@ def test_the_rule_works_both_ways_for_a_late_arrival() -> None:
                        ["Sam's flight got pushed to Saturday."], names=NAMES) is not None
 
 
+def test_a_commute_read_with_the_pronoun_the_extractor_writes() -> None:
+    # The extractor writes "their" for a possessive that points back at the subject.
+    old = "Sam commutes by bus, the 38 line."
+    assert single_slots("Sam rides their bike to work.") == {"commute": "rides their bike"}
+    assert best_update("Sam rides their bike to work.", [old], names=NAMES) is not None
+
+
 def test_values_are_read_from_attribute_frames() -> None:
     assert single_slots("Omar Haddad's son goes to Lincoln Elementary.") == {
         "school": "lincoln elementary"}
