@@ -30,6 +30,11 @@ class _Window:
 
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# Chat abbreviates weekdays after last/this/next ("joined a group last Tues", "my car broke
+# down last Fri"); capitalised only, since "sat", "sun" and "wed" are words ("when I last
+# sat down").
+_WEEKDAY_ABBREVIATIONS = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3,
+                          "thurs": 3, "fri": 4, "sat": 5, "sun": 6}
 _SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _NUMBER_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
@@ -47,6 +52,7 @@ _NUM = (
 _UNIT = r"(?:day|weekend|week|month|year)s?"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
+_WEEKDAY_SHORT = r"(?-i:Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun)"
 
 _REL_BODY = rf"""
 (?:(?P<prefix>since|until|till|through|from|starting(?:\s+from)?|beginning|effective|as\s+of)\s+)?
@@ -55,7 +61,7 @@ _REL_BODY = rf"""
      |tomorrow|this\s+(?:morning|afternoon|evening)|last\s+night|(?:earlier|later)\s+today
      |over\s+the\s+weekend)
  |(?:(?:earlier|later|all)\s+)?(?P<rel>last|this\s+past|the\s+past|this|next)\s+
-     (?P<relunit>weekend|week|month|year|{_SEASON}|{_WEEKDAY})
+     (?P<relunit>weekend|week|month|year|{_SEASON}|{_WEEKDAY}|{_WEEKDAY_SHORT})
  |(?P<agonum>{_NUM})\s+(?P<agounit>{_UNIT})\s+(?:ago|back|earlier)
  |in\s+(?P<innum>{_NUM})\s+(?P<inunit>{_UNIT})(?:'?\s*time)?
  |(?P<vague>recently|lately|the\s+other\s+day|a\s+while\s+(?:ago|back)|some\s+time\s+ago
@@ -275,8 +281,9 @@ def _relative_window(match: re.Match[str], local: datetime, future: bool = False
     if rel:
         rel = " ".join(rel.lower().split())
         unit = match.group("relunit").lower()
-        if unit in _WEEKDAYS:
-            wd = _WEEKDAYS.index(unit)
+        if unit in _WEEKDAYS or unit in _WEEKDAY_ABBREVIATIONS:
+            wd = (_WEEKDAYS.index(unit) if unit in _WEEKDAYS
+                  else _WEEKDAY_ABBREVIATIONS[unit])
             if rel == "next":
                 delta = (wd - today.weekday()) % 7 or 7
                 return _day_window(today + timedelta(days=delta), tz)

@@ -28,6 +28,7 @@ from knowledge.ingest.rule_extractor import (
     classify_sensitivity,
     document_statements,
     resolve_relative_date,
+    strip_relative_dates,
 )
 from memhouse.llm import OpenAICompatibleProvider, ProviderError, validate_json
 
@@ -653,6 +654,10 @@ def test_every_closed_expression_resolves() -> None:
         ("3 days ago", (d(2023, 5, 5), d(2023, 5, 6))),
         ("last sunday", (d(2023, 5, 7), d(2023, 5, 8))),
         ("last monday", (d(2023, 5, 1), d(2023, 5, 2))),
+        # chat abbreviations after last/this/next (WHEN is a Monday)
+        ("last Tues", (d(2023, 5, 2), d(2023, 5, 3))),
+        ("last Fri", (d(2023, 5, 5), d(2023, 5, 6))),
+        ("next Thurs", (d(2023, 5, 11), d(2023, 5, 12))),
         ("this winter", (d(2023, 12, 1), d(2024, 3, 1))),
         ("last winter", (d(2022, 12, 1), d(2023, 3, 1))),
         ("a few weeks ago", (d(2023, 4, 10), d(2023, 5, 1))),
@@ -666,6 +671,10 @@ def test_resolve_relative_date(expression: str, window: tuple[Any, Any]) -> None
 
 def test_resolve_relative_date_unknown_and_naive() -> None:
     assert resolve_relative_date("when pigs fly", WHEN) is None
+    # lower-case "sat", "sun", "wed" are words, not weekdays ("when I last sat down")
+    assert resolve_relative_date("last sat", WHEN) is None
+    assert strip_relative_dates("when I last sat down", WHEN) == "when I last sat down"
+    assert strip_relative_dates("I joined a group last Tues.", WHEN) == "I joined a group."
     with pytest.raises(ValueError):
         resolve_relative_date("yesterday", datetime(2023, 5, 8))  # noqa: DTZ001
 
