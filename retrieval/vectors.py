@@ -118,6 +118,29 @@ def _embed_missing(account_id: uuid.UUID | str, ids: Sequence[str], *, embedder:
     return len(created)
 
 
+def index_pending(account_id: uuid.UUID, knowledge_ids: list[Any],
+                  message_ids: list[Any]) -> int:
+    """How many of these statements (embeddable ones) and messages have no vector in the
+    configured embedder's space yet: a write waited for with `wait` is searchable by
+    meaning once this is 0 (registered with knowledge.selectors at start-up)."""
+    from retrieval.embedding import get_embedder
+
+    statements = Knowledge.objects.filter(account_id=account_id, id__in=knowledge_ids,
+                                          state__in=EMBEDDABLE_STATES)
+    # A message set aside (extraction failed) is never embedded: nothing to wait for.
+    messages = Message.objects.filter(account_id=account_id, id__in=message_ids,
+                                      extracted_at__isnull=False)
+    identity = get_embedder().identity
+    space = EmbeddingSpace.objects.filter(provider=identity.provider, model=identity.model,
+                                          version=identity.version, dims=identity.dims).first()
+    if space is not None:
+        statements = statements.exclude(Exists(KnowledgeVector.objects.filter(
+            knowledge=OuterRef("pk"), space=space)))
+        messages = messages.exclude(Exists(MessageVector.objects.filter(
+            message=OuterRef("pk"), space=space)))
+    return statements.count() + (messages.count() if message_ids else 0)
+
+
 @transaction.atomic
 def drop_space_vectors(*, account_id: uuid.UUID, space: EmbeddingSpace) -> int:
     deleted, _ = KnowledgeVector.objects.filter(account_id=account_id, space=space).delete()

@@ -41,6 +41,12 @@ def _found(mh: MemHouseClient, query: str, knowledge_id: str) -> bool:
     return knowledge_id in [h["id"] for h in hits]
 
 
+def _by_meaning(mh: MemHouseClient, query: str, knowledge_id: str) -> bool:
+    """Found by the semantic strategy: the wait covered the statement's vector too."""
+    hits = mh.search(query, scope=SCOPE, peer_key="caroline")["candidates"]
+    return any(h["id"] == knowledge_id and "semantic" in h["scores"] for h in hits)
+
+
 def test_a_write_with_wait_is_read_at_once(mh: MemHouseClient) -> None:
     sent = mh.ingest_messages(SCOPE, [
         Message("I adopted a greyhound called Biscuit.", peer_key="caroline"),
@@ -52,6 +58,7 @@ def test_a_write_with_wait_is_read_at_once(mh: MemHouseClient) -> None:
     assert stmt["state"] == "active" and "greyhound" in stmt["statement"]
     assert [r["reason"] for r in thanks["outcome"]["refused"]] == ["f4_gate_a_phatic"]
     assert _found(mh, "What dog did Caroline adopt?", stmt["id"])  # first try
+    assert _by_meaning(mh, "Does she have a pet?", stmt["id"])  # no word in common
     read = mh.message(dog["id"], peer_key="caroline")["message"]
     assert read["outcome"]["processing"] == "processed"
     assert [s["id"] for s in read["outcome"]["statements"]] == [stmt["id"]]
