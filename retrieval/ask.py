@@ -20,16 +20,19 @@ The answer states:
                                    search's rerank, so this abstention calls no model;
 * no provider configured       -> grounded lines (`_grounded`): the best item, dated
                                    ("[7 May 2023] ..."), with its source turn when the
-                                   turn holds detail the statement lost, and at most two
-                                   more only as much about the question; each cited.
+                                   turn holds detail the statement lost and the
+                                   speaker's follow-up turn (evidence.follow_up), and at
+                                   most two more only as much about the question; each
+                                   cited.
                                    Confidence 40, `answer_degraded` null, not abstained:
                                    a chosen configuration answering, not a weak model
                                    inference;
 * provider failure             -> `answer_degraded` names the failure kind, abstained,
                                    confidence 0; the statements are still returned in
                                    `citations` and `supporting_statements`;
-* a model answer               -> the model sees the same dated items and source turns
-                                   (`when`, `source_turn` in each evidence item); its
+* a model answer               -> the model sees the same dated items, source turns and
+                                   follow-ups (`when`, `source_turn`, `follow_up_turn`
+                                   in each evidence item); its
                                    citations intersected with the retrieved ids (none
                                    surviving = empty abstention), `abstained` when its
                                    confidence is below 50.
@@ -117,6 +120,9 @@ class Evidence:
     base_rank: int | None = None
     when: str | None = None  # a knowledge item's retrieval.evidence.when_label
     source: str | None = None  # the dated source turn, when it holds lost detail (_ground)
+    source_message: Any = None  # the quoted turn's message id
+    next_turn: evidence_mod.Turn | None = None  # the speaker's follow-up (_ground, top items)
+    follow_up: str | None = None  # next_turn as shown, where no other line shows it
 
     def prompt_item(self) -> dict[str, str]:
         item = {"id": self.id, "type": self.type, "text": self.text}
@@ -124,11 +130,15 @@ class Evidence:
             item["when"] = self.when
         if self.source:
             item["source_turn"] = self.source
+        if self.follow_up:
+            item["follow_up_turn"] = self.follow_up
         return item
 
     def answer_line(self) -> str:
         line = f"[{self.when}] {self.text}" if self.when else self.text
-        return f"{line} (source: {self.source})" if self.source else line
+        shown = ([f"source: {self.source}"] if self.source else []) + (
+            [f"then {self.follow_up}"] if self.follow_up else [])
+        return f"{line} ({'; '.join(shown)})" if shown else line
 
     @property
     def tokens(self) -> int:
@@ -138,6 +148,8 @@ class Evidence:
         extra = {"when": self.when} if self.when else {}
         if self.source:
             extra["source_turn"] = self.source
+        if self.follow_up:
+            extra["follow_up_turn"] = self.follow_up
         return {"id": self.id, "type": self.type, **self.data, **extra}
 
 
@@ -153,7 +165,10 @@ def _knowledge_evidence(c: dict[str, Any], origin: str, base_rank: int | None = 
 def _ground(reader: Reader, scope_ids: list[Any], query: str, evidence: list[Evidence]
             ) -> None:
     """Attach to each knowledge item its source turn where the turn holds detail the
-    statement lost, once per message (retrieval.evidence, as get_context's lines)."""
+    statement lost, once per message (retrieval.evidence, as get_context's lines), and
+    find for the first NO_PROVIDER_TOP items the speaker's follow-up turn
+    (evidence.follow_up: the answer to the other side's "who?"/"which one?" is often the
+    next thing said); `_show_follow_ups` shows those no shown line already quotes."""
     knowledge = [e for e in evidence if e.type == "knowledge"]
     turns = evidence_mod.source_turns(reader, scope_ids, [e.id for e in knowledge])
     shown: set[Any] = set()
@@ -164,7 +179,25 @@ def _ground(reader: Reader, scope_ids: list[Any], query: str, evidence: list[Evi
         cut = evidence_mod.quote_for(e.text, turn, query=query)
         if cut is not None:
             e.source = evidence_mod.turn_line(turn, cut)
+            e.source_message = turn.message_id
             shown.add(turn.message_id)
+    for e in knowledge[:NO_PROVIDER_TOP]:
+        turn = turns.get(e.id)
+        if turn is not None:
+            e.next_turn = evidence_mod.follow_up(reader, scope_ids, turn)
+
+
+def _show_follow_ups(lines: list[Evidence], query: str) -> None:
+    """Render the follow-up turns of the lines an answer shows, each message once: not
+    beside a line when another shown line quotes it already."""
+    shown = {e.source_message for e in lines if e.source_message is not None}
+    for e in lines:
+        nxt = e.next_turn
+        if nxt is None or nxt.message_id in shown:
+            continue
+        e.follow_up = evidence_mod.turn_line(
+            nxt, evidence_mod.excerpt(nxt.text, anchor=e.text, query=query))
+        shown.add(nxt.message_id)
 
 
 def _hydrate(reader: Reader, scope_ids: list[Any], ids: list[str], origin: str
@@ -275,6 +308,7 @@ def _grounded(query: str, evidence: list[Evidence]) -> dict[str, Any]:
 
     best = cover(evidence[0])
     chosen = [evidence[0]] + [e for e in evidence[1:NO_PROVIDER_TOP] if cover(e) >= best]
+    _show_follow_ups(chosen, query)
     return {"answer": "\n".join(e.answer_line() for e in chosen),
             "answer_confidence": NO_PROVIDER_CONFIDENCE,
             # The below-50 abstention rule reads a model's own certainty; with no
@@ -292,6 +326,7 @@ def _answer(provider: ChatProvider | None, query: str, evidence: list[Evidence],
                 "citations": [], "supporting_statements": [], "model_called": False}
     if provider is None:
         return _grounded(query, evidence)
+    _show_follow_ups(evidence, query)
     user = json.dumps({"question": query, "evidence": [e.prompt_item() for e in evidence]},
                       ensure_ascii=False)
     try:

@@ -20,6 +20,10 @@ Statements stay immutable; everything here is rendering at read time.
   fields; names, objects and numbers the question asks about can be left behind.
   `lost_detail` says whether a turn holds content words its statement does not, and
   `excerpt` cuts the turn to its sentences nearest the statement and the query.
+* **Follow-ups.** Chat leaves the detail to the next turn: "We celebrated her birthday
+  with a concert!" - "Who performed?" - "It was Matt Patterson!". `follow_up` finds the
+  same speaker's next turn in the session when only the other side's reply lies between,
+  under the source-turn rule; ask shows it beside the lines it answers with.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
-from knowledge.models import Knowledge, KnowledgeSource
+from knowledge.models import Knowledge, KnowledgeSource, Message
 from knowledge.selectors import visible_messages
 from memhouse.principal import Reader
 from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS, normalize_term
@@ -45,6 +49,9 @@ EXCERPT_CHARS = 300
 # characters: the budget goes to the next line instead. Chosen by leave-one-conversation-
 # out on LoCoMo dev (1, 3, 5, 8, 12 tried; 5 won every fold; bench/README.md).
 CONTEXT_MIN_LOST_WORDS = 5
+# A follow-up is the speaker's next turn at most this many turns on: straight after the
+# other side's reply or question (two people taking turns), not a later topic.
+FOLLOW_UP_WITHIN = 2
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -158,6 +165,33 @@ def source_turns(reader: Reader, scope_ids: Sequence[Any], statement_ids: Iterab
     for kid, mid, speaker, said_at, text in rows:
         out.setdefault(str(kid), Turn(mid, speaker, said_at, text))
     return out
+
+
+def follow_up(reader: Reader, scope_ids: Sequence[Any], turn: Turn) -> Turn | None:
+    """The same speaker's next turn in `turn`'s session when it comes at most
+    FOLLOW_UP_WITHIN turns later, if the reader may see it and no withdrawn statement came
+    from it (the source-turn rule). Messages without a session have no follow-up: order
+    across a scope says nothing about replies. Two small queries."""
+    src = (Message.objects.filter(pk=turn.message_id)
+           .values_list("session_id", "peer_id", "occurred_at", "inserted_at").first())
+    if src is None or src[0] is None:
+        return None
+    session_id, peer_id, occurred_at, inserted_at = src
+    later = (Message.objects.filter(session_id=session_id)
+             .filter(Q(occurred_at__gt=occurred_at)
+                     | Q(occurred_at=occurred_at, inserted_at__gt=inserted_at))
+             .order_by("occurred_at", "inserted_at", "id")
+             .values_list("id", "peer_id")[:FOLLOW_UP_WITHIN])
+    nxt = next((mid for mid, peer in later if peer == peer_id), None)
+    if nxt is None:
+        return None
+    withdrawn = KnowledgeSource.objects.filter(
+        message_id=OuterRef("pk"),
+        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
+    row = (visible_messages(reader=reader, scope_ids=scope_ids).filter(pk=nxt)
+           .filter(~Exists(withdrawn))
+           .values_list("id", "peer__display_name", "occurred_at", "text").first())
+    return Turn(*row) if row is not None else None
 
 
 def said_at_of(statement_ids: Iterable[str]) -> dict[str, datetime]:
