@@ -3,8 +3,9 @@
     .venv/bin/python bench/answer_in_context.py \\
         --dataset /work/shared/eval/locomo/locomo_dev.json \\
         --out bench/results/answer_in_context.json [--limit-conversations N] \\
-        [--budgets 2000,4000,8000] [--no-ask] [--only-context] [--dump FILE.jsonl] \\
-        [--keep-db] [--reuse-db] [--db-name NAME]
+        [--budgets 2000,4000,8000] [--no-ask] [--only-context] [--only-ask] \\
+        [--dump FILE.jsonl] \\
+        [--keep-db] [--reuse-db] [--db-name NAME] [--deadline-scale X]
 
 One command, one private database (bench_answer_in_context unless --db-name):
   1. ingest LoCoMo through the pipeline and rebuild the entity index (bench/common.py, one
@@ -612,8 +613,10 @@ def run(args: argparse.Namespace) -> int:
     if get_provider() is not None:
         raise SystemExit("a generation provider is configured; this benchmark is model-free")
     threads = common.embedder_threads(args.torch_threads)
-    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
-    do_raw = not args.only_context
+    deadlines = common.scale_deadlines(args.deadline_scale)
+    budgets = ([] if args.only_ask
+               else [int(b) for b in args.budgets.split(",") if b.strip()])
+    do_raw = not (args.only_context or args.only_ask)
     do_ask = not (args.no_ask or args.only_context)
     conditions = ([f"context_{b}" for b in budgets]
                   + ([f"raw_{b}" for b in budgets] if do_raw else [])
@@ -640,6 +643,7 @@ def run(args: argparse.Namespace) -> int:
             "llm_provider": None,
             "celery_eager": settings.CELERY_TASK_ALWAYS_EAGER,
             **threads,
+            "deadline_scale": args.deadline_scale, "deadlines_ms": deadlines,
             "cpu_count": os.cpu_count(),
             "loadavg_start": os.getloadavg(),
         },
@@ -814,6 +818,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-ask", action="store_true", help="skip retrieval.ask")
     ap.add_argument("--only-context", action="store_true",
                     help="only the get_context conditions (no raw baseline, no ask)")
+    ap.add_argument("--only-ask", action="store_true",
+                    help="only retrieval.ask (no context, no raw baseline)")
     ap.add_argument("--dump", default=None, metavar="FILE",
                     help="JSONL: one line per question and condition (question, category, "
                          "gold, found, the scorer's reasons, the text)")
@@ -824,6 +830,9 @@ def main(argv: list[str] | None = None) -> int:
                          "ingesting again")
     ap.add_argument("--db-name", default="answer_in_context")
     ap.add_argument("--torch-threads", type=int, default=None)
+    ap.add_argument("--deadline-scale", type=float, default=1.0,
+                    help="multiply the profiles' deadlines (quality on a busy machine; "
+                         "bench/common.py scale_deadlines)")
     args = ap.parse_args(argv)
     # Model-free: the provider is read from the environment when Django settings load.
     os.environ["MEMHOUSE_LLM_BASE_URL"] = ""

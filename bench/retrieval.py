@@ -1408,12 +1408,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--replot", metavar="JSON", default=None,
                     help="only redraw --plot from an existing results JSON")
+    ap.add_argument("--deadline-scale", type=float, default=1.0,
+                    help="multiply the profiles' deadlines for the LoCoMo quality part (a "
+                         "busy machine; bench/common.py scale_deadlines); needs "
+                         "--skip-scale: latency is measured with the real deadlines")
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="override the embedder's intra-op threads in this process (default: "
                          "MEMHOUSE_EMBEDDER_THREADS, 1)")
     args = ap.parse_args(argv)
     if args.cv and (args.skip_locomo or (args.limit_conversations or 2) < 2):
         ap.error("--cv needs the LoCoMo part and at least 2 conversations")
+    if args.deadline_scale != 1 and not args.skip_scale:
+        ap.error("--deadline-scale needs --skip-scale (latency uses the real deadlines)")
     if args.replot:
         import json
 
@@ -1429,6 +1435,7 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval.embedding import get_embedder
 
     threads = common.embedder_threads(args.torch_threads)
+    deadlines = common.scale_deadlines(args.deadline_scale)
 
     payload: dict[str, Any] = {
         "benchmark": "retrieval",
@@ -1456,6 +1463,7 @@ def main(argv: list[str] | None = None) -> int:
             "others_share": args.others_share, "clusters": args.clusters,
             "noise": args.noise, "seed": args.seed, "cpu_count": os.cpu_count(),
             **threads,
+            "deadline_scale": args.deadline_scale, "deadlines_ms": deadlines,
             "loadavg_start": os.getloadavg(),
             "server": common.server_settings(),
         },
