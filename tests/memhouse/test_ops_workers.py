@@ -112,9 +112,11 @@ def test_a_real_worker_records_start_lag_and_answers_its_compose_health_check(br
     queue = f"mh-test-{uuid.uuid4().hex[:8]}"
     publish(queue)  # waits before any worker exists: a measurable start lag
     time.sleep(1.0)
-    service = compose()["services"]["worker"]
+    service = compose()["services"]["worker-extraction"]
     words = command_words(service)
     assert words[0] == "celery"
+    at = words.index("-Q")  # its named queue, replaced by the test's private one below
+    words = words[:at] + words[at + 2:]
     host = f"mhtest{uuid.uuid4().hex[:8]}"
     # The compose command, plus a private queue and a single process for the test.
     args = [CELERY, *words[1:], "-Q", queue, "-P", "solo", "--without-mingle",
