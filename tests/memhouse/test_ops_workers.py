@@ -98,6 +98,10 @@ def test_published_tasks_carry_their_enqueue_time_and_the_oldest_age_is_scraped(
     text = generate_latest(broker_metrics(BROKER, now=stamp + 42)).decode()
     assert sample(text, "memhouse_queue_oldest_message_age_seconds", queue=queue) == 42.0
     assert sample(text, "memhouse_queue_depth", queue=queue) == 2.0
+    from django.conf import settings
+
+    for named in settings.MEMHOUSE_QUEUE_TASKS:  # reported before their first message
+        assert sample(text, "memhouse_queue_depth", queue=named) is not None, named
     # Empty queues report 0 s; a stranger's queue without our header reports NaN.
     broker.delete(queue)
     broker.lpush(queue, json.dumps({"headers": {}, "body": ""}))
