@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
         --out bench/results/ingest.json [--limit-conversations N] [--keep-db]
+    .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
+        --out bench/results/ingest_long.json --long-texts [--profile FILE]
 
 Every turn becomes a Message (one Account, one scope /locomo/<sample_id> per conversation,
 peers = the two speakers), ingested per session through knowledge.ingest.services.
@@ -18,6 +20,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import fix_sys_path
@@ -42,9 +45,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="override the embedder's intra-op threads (default: "
                          "MEMHOUSE_EMBEDDER_THREADS, 1)")
+    ap.add_argument("--long-texts", action="store_true",
+                    help="instead of LoCoMo chat: one message and one document per size "
+                         "(--sizes, characters of LoCoMo turns joined) through the pipeline, "
+                         "CPU seconds each, so the cost per length is visible")
+    ap.add_argument("--sizes", default="1000,10000,100000",
+                    help="--long-texts: text lengths in characters (a message longer than "
+                         "MEMHOUSE_MAX_MESSAGE_CHARS is measured at that limit)")
+    ap.add_argument("--profile", default=None,
+                    help="--long-texts: write a cProfile of the largest size's runs here "
+                         "(read with python -m pstats)")
     args = ap.parse_args(argv)
 
     dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
+    if args.long_texts:
+        return _long_texts(args, dbname)
     import logging
 
     logging.getLogger("celery").setLevel(logging.WARNING)  # one line per task otherwise
@@ -92,6 +107,124 @@ def main(argv: list[str] | None = None) -> int:
                f"python peak RSS {stats['python_peak_rss_mb']} MB; CPU python "
                f"{stats['python_cpu_seconds']}s, postgres {stats.get('postgres_cpu_seconds')}s"
                f" -> {args.out}")
+    return 0
+
+
+def _long_text(turns: list[str], size: int) -> str:
+    """LoCoMo turns joined by spaces up to ``size`` characters (cut at a word boundary),
+    from the first conversation on (each turn once up to the dataset's length)."""
+    parts: list[str] = []
+    length = 0
+    i = 0
+    while length < size:
+        turn = turns[i % len(turns)].strip()
+        i += 1
+        if turn:
+            parts.append(turn)
+            length += len(turn) + 1
+    text = " ".join(parts)
+    return text if len(text) <= size else text[:size].rsplit(" ", 1)[0]
+
+
+def _long_texts(args: argparse.Namespace, dbname: str) -> int:
+    """One message and one document per size through the eager pipeline (extraction,
+    gates, placement, embedding), each in a fresh scope: CPU seconds of this process and
+    of PostgreSQL, and the encoder's share measured around its calls."""
+    import cProfile
+    import logging
+
+    from django.conf import settings
+
+    from knowledge import services
+    from knowledge.ingest.services import IncomingMessage, document_create, messages_ingest
+    from knowledge.models import Knowledge
+    from memhouse.principal import Principal
+    from memhouse.tenancy import account_context
+    from retrieval.embedding import get_embedder
+
+    logging.getLogger("celery").setLevel(logging.WARNING)  # one line per task otherwise
+    threads = common.embedder_threads(args.torch_threads)
+    convs = common.load_locomo(args.dataset)
+    conv = convs[0]  # its speakers are the peers; the text runs on through the others
+    turns = [t.text for c in convs for t in c.turns]
+    speaker = conv.speakers[0]
+    embedder = get_embedder()
+    encoder = {"seconds": 0.0}
+    embed_documents = embedder.embed_documents
+
+    def timed(texts: Any, *args: Any, **kwargs: Any) -> Any:  # the encoder's own CPU
+        t = _process_cpu()
+        try:
+            return embed_documents(texts, *args, **kwargs)
+        finally:
+            encoder["seconds"] += _process_cpu() - t
+
+    embedder.embed_documents = timed  # type: ignore[method-assign,assignment]
+    account = services.account_create(name="long texts", slug="long-texts")
+    with account_context(account.id):
+        importer = services.peer_create(account_id=account.id, key="bench-importer",
+                                        kind="agent", display_name="bench importer")
+        keys = {}
+        for name in conv.speakers:
+            keys[name] = services.peer_create(account_id=account.id, key=common._slug(name),
+                                              kind="human", display_name=name).key
+    principal = Principal(account_id=account.id, peer=importer, via="api_key",
+                          scope_paths=("/",), act_for_all=True)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not wall
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        for kind in ("message", "document"):
+            limit = settings.MEMHOUSE_MAX_MESSAGE_CHARS if kind == "message" else size
+            text = _long_text(turns, min(size, limit))
+            path = f"/long/{kind}-{size}"
+            with account_context(account.id):
+                services.scope_ensure(account_id=account.id, path=path)
+            encoder["seconds"] = 0.0
+            profiling = size == max(sizes) and profiler is not None
+            cpu0, pg0, wall0 = _process_cpu(), _postgres_cpu(), time.monotonic()
+            if profiling and profiler is not None:
+                profiler.enable()
+            with account_context(account.id):  # the eager pipeline runs on commit
+                if kind == "message":
+                    messages_ingest(principal=principal, scope_path=path, messages=[
+                        IncomingMessage(text=text, occurred_at=conv.turns[0].occurred_at,
+                                        peer_key=keys[speaker])], session_id=path)
+                else:
+                    document_create(principal=principal, scope_path=path, title=path,
+                                    content=text.encode())
+            if profiling and profiler is not None:
+                profiler.disable()
+            cpu1, pg1, wall1 = _process_cpu(), _postgres_cpu(), time.monotonic()
+            with account_context(account.id):
+                statements = Knowledge.objects.filter(scope__path=path).count()
+            row: dict[str, Any] = {"kind": kind, "size": size, "characters": len(text),
+                   "statements": statements,
+                   "python_cpu_seconds": round(cpu1 - cpu0, 3),
+                   "encoder_cpu_seconds": round(encoder["seconds"], 3),
+                   "python_cpu_seconds_excluding_encoder":
+                       round(cpu1 - cpu0 - encoder["seconds"], 3),
+                   "postgres_cpu_seconds": (round(pg1 - pg0, 3)
+                                            if pg0 is not None and pg1 is not None else None),
+                   "wall_seconds": round(wall1 - wall0, 3)}
+            rows.append(row)
+            common.log(f"{kind} {len(text)} chars: {statements} statements, CPU python "
+                       f"{row['python_cpu_seconds']}s (encoder {row['encoder_cpu_seconds']}s), "
+                       f"postgres {row['postgres_cpu_seconds']}s, wall {row['wall_seconds']}s")
+    if profiler is not None:
+        profiler.dump_stats(args.profile)
+        common.log(f"profile of the {max(sizes)}-character runs -> {args.profile}")
+    common.write_json(args.out, {
+        "benchmark": "ingest-long-texts",
+        "dataset": str(Path(args.dataset).resolve()),
+        "conversation": conv.sample_id,
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": rows,
+        "config": {"database": dbname, "extractor": _extractor_name(),
+                   "embedder": _embedder_key(), "max_message_chars":
+                       settings.MEMHOUSE_MAX_MESSAGE_CHARS, "cpu_count": os.cpu_count(),
+                   **threads, "loadavg": os.getloadavg()},
+    })
     return 0
 
 

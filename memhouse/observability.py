@@ -82,8 +82,10 @@ _PRIORITY_STEPS = (3, 6, 9)
 
 
 def queue_names(client: Any) -> list[str]:
-    """The default queue plus every queue bound in the broker (kombu's binding sets)."""
-    names = {str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery"))}
+    """The default queue, the named queues (reported at 0 before their first message),
+    and every queue bound in the broker (kombu's binding sets)."""
+    names = {str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery")),
+             *getattr(settings, "MEMHOUSE_QUEUE_TASKS", {})}
     for key in client.scan_iter(match="_kombu.binding.*", count=100):
         for member in client.smembers(key):
             text = member.decode() if isinstance(member, bytes) else str(member)

@@ -235,6 +235,29 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# One named queue per kind of work (seed "Per-state queues"), so each kind scales on its
+# own workers (compose.yaml; docs/deploy.md "Queues"). A task not listed goes to the
+# default queue ("celery"), which the governance workers also consume.
+MEMHOUSE_QUEUE_TASKS: dict[str, tuple[str, ...]] = {
+    # new observations become proposed statements, gates A/B, placement
+    "extraction": ("governance.process_messages", "governance.process_document_version",
+                   "governance.sweep_unprocessed"),
+    # curator review deadlines, audit chain verification
+    "validation": ("governance.age_overdue_reviews", "governance.verify_audit_chains"),
+    # timers of the lifecycle and the projections a state change dirties
+    "lifecycle": ("governance.expire_due", "governance.revalidate_due",
+                  "retrieval.rebuild_projections"),
+    # deductions and what depends on them
+    "reasoning": ("governance.deduce", "governance.contributor_changed"),
+    # the nightly work: stale questions, entity resolution, duplicate consolidation
+    "dream-time": ("governance.decay_unanswered_questions", "governance.resolve_entities",
+                   "governance.resolve_entity_scopes", "governance.consolidate_duplicates"),
+    # the encoder and the search indexes fed after it
+    "embedding": ("retrieval.embed_knowledge", "retrieval.embed_messages",
+                  "retrieval.index_entities"),
+}
+CELERY_TASK_ROUTES = {task: {"queue": queue}
+                      for queue, tasks in MEMHOUSE_QUEUE_TASKS.items() for task in tasks}
 # Redis redelivers a task whose worker died without acknowledging it (acks_late) once it
 # has been unacknowledged this long; keep it above the longest task (a redelivery while the
 # first run is still going is harmless, tasks are idempotent, but wasted work).

@@ -21,8 +21,17 @@ def reset_pool() -> None:
     kombu_pools.reset()  # kombu keeps producer pools per connection, globally
 
 
-def real_broker(url: str, queue: str) -> Iterator[redis.Redis]:
-    """Body of a `broker` fixture: yields a client of that Redis database."""
+def set_routes(routes: dict[str, object] | None) -> None:
+    """Route tasks by `routes` from now on (Celery caches the router it built)."""
+    app.conf.task_routes = routes
+    app.amqp.flush_routes()
+    app.amqp.__dict__.pop("router", None)
+
+
+def real_broker(url: str, queue: str, *, routed: bool = False) -> Iterator[redis.Redis]:
+    """Body of a `broker` fixture: yields a client of that Redis database. Unless
+    `routed`, every task goes to `queue` (not to the named queues of
+    settings.MEMHOUSE_QUEUE_TASKS), so one test worker on `queue` sees all of them."""
     client = redis.Redis.from_url(url)
     try:
         client.ping()
@@ -30,12 +39,16 @@ def real_broker(url: str, queue: str) -> Iterator[redis.Redis]:
         pytest.fail("these tests need Redis on 127.0.0.1:6379 (.ci/run starts it)")
     client.flushdb()
     saved = (app.conf.task_always_eager, app.conf.broker_url, app.conf.task_default_queue)
+    routes = app.conf.task_routes
     app.conf.update(task_always_eager=False, broker_url=url, task_default_queue=queue)
+    if not routed:
+        set_routes({})
     reset_pool()
     try:
         yield client
     finally:
         app.conf.update(task_always_eager=saved[0], broker_url=saved[1],
                         task_default_queue=saved[2])
+        set_routes(routes)
         reset_pool()
         client.flushdb()

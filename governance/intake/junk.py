@@ -275,10 +275,11 @@ def machine_output(text: str, *, as_said: bool = True) -> bool:
     `as_said`: `text` is the speaker's own words (pronouns intact), not a statement
     rewritten in the third person, so a missing person word means something."""
     # Pure in its text: a message with several claims runs the ~25 patterns once (a
-    # bounded cache of short texts; a long paste is simply re-read).
+    # bounded cache of short texts, and a few long ones: every claim of a long message
+    # asks about the whole message, and reading it again per claim was quadratic).
     if len(text) <= _CACHED_CHARS:
         return _machine_output_cached(text, as_said)
-    return _machine_output(text, as_said)
+    return _machine_output_long(text, as_said)
 
 
 _CACHED_CHARS = 2000
@@ -286,6 +287,11 @@ _CACHED_CHARS = 2000
 
 @functools.lru_cache(maxsize=1024)
 def _machine_output_cached(text: str, as_said: bool) -> bool:
+    return _machine_output(text, as_said)
+
+
+@functools.lru_cache(maxsize=8)
+def _machine_output_long(text: str, as_said: bool) -> bool:
     return _machine_output(text, as_said)
 
 
@@ -314,7 +320,11 @@ def _machine_output(text: str, as_said: bool) -> bool:
 
 def phatic(text: str) -> bool:
     """Acknowledgements, greetings and pings: every word is small talk (emoji-only too)."""
-    words = [w.lower().strip(_APOS + "-") for w in _WORD.findall(text)]
+    words: list[str] = []
+    for match in _WORD.finditer(text):
+        if len(words) == 8:
+            return False  # more than 8 words: a long message stops here, not at its end
+        words.append(match.group().lower().strip(_APOS + "-"))
     if not words:
         return not re.search(r"\d", text)  # "👍", "!!!", "..."
     return all(w in _PHATIC_WORDS for w in words) and len(words) <= 8

@@ -28,7 +28,7 @@ from knowledge.ingest.lexicon import (
     _wordset,
 )
 
-__all__ = ["Referents", "find_referents", "resolve_referents"]
+__all__ = ["ReferentWindow", "Referents", "find_referents", "resolve_referents"]
 
 # Who or what else "he"/"she" may point at: a relative, a colleague, a pet. A unit naming
 # one of these and a peer is ambiguous, so neither is taken.
@@ -187,44 +187,56 @@ def find_referents(units: Sequence[tuple[str, str]],
 
     ``peers(text)`` lists the known peers the text names as (key, surface form); keys in
     ``exclude`` (the speaker, the addressee) are not third parties."""
-    person: tuple[str, str] | None = None
-    place: str | None = None
-    own_place = False
-    name: str | None = None
-    thing: str | None = None
-    person_done = place_done = name_done = thing_done = False
-    for unit_speaker, unit in reversed(units):
-        if not person_done:
-            named = [(k, s) for k, s in peers(unit) if k not in exclude]
-            others = _PERSON_NOUN.search(unit) or _NAMED.search(unit)
-            if named or others:
-                person_done = True
-                if not others and len({k for k, _ in named}) == 1:
-                    person = named[0]
-        if not place_done:
-            peer_words = {w.lower() for _, s in peers(unit) for w in s.split()}
-            places = {m.group("place") for m in _PLACE.finditer(unit)
-                      if m.group("place").split()[0].lower() not in _NOT_PLACE
-                      and not {w.lower() for w in m.group("place").split()} & peer_words}
-            if places:
-                place_done = True
-                place = places.pop() if len(places) == 1 else None
-                own_place = unit_speaker == speaker
-        if not name_done:
-            names = {m.group("name") for m in _NAMED.finditer(unit)}
-            lone = _LONE_NAME.fullmatch(unit)
-            if lone and lone.group("name").lower() not in _NOT_PLACE:
-                names.add(lone.group("name"))
-            if names:
-                name_done = True
-                name = names.pop() if len(names) == 1 else None
-        if not thing_done and unit_speaker != speaker:
-            thing_done, thing = _thing_of(unit)
-        elif not thing_done:
-            thing_done = bool(_thing_of(unit)[0])  # the speaker's own words: no question
-        if person_done and place_done and name_done and thing_done:
-            break
-    return Referents(person, place, own_place, name, thing)
+    window = ReferentWindow(peers, speaker, exclude)
+    for unit_speaker, unit in units:
+        window.add(unit_speaker, unit)
+    return window.referents()
+
+
+class ReferentWindow:
+    """``find_referents`` kept up to date unit by unit: what each unit offers is read once
+    when it is added, and the nearest offer per kind is remembered. The extractor adds
+    every sentence of a message in turn, so asking again after each sentence costs the
+    new sentence only (searching all earlier units again made a long message quadratic)."""
+
+    def __init__(self, peers: Callable[[str], list[tuple[str, str]]], speaker: str,
+                 exclude: frozenset[str]) -> None:
+        self._peers = peers
+        self._speaker = speaker
+        self._exclude = exclude
+        self._person: tuple[str, str] | None = None
+        self._place: str | None = None
+        self._own_place = False
+        self._name: str | None = None
+        self._thing: str | None = None
+
+    def referents(self) -> Referents:
+        return Referents(self._person, self._place, self._own_place, self._name, self._thing)
+
+    def add(self, unit_speaker: str, unit: str) -> None:
+        """Take ``unit`` as the nearest one: each kind it offers replaces the earlier."""
+        surfaces = self._peers(unit)
+        named = [(k, s) for k, s in surfaces if k not in self._exclude]
+        others = _PERSON_NOUN.search(unit) or _NAMED.search(unit)
+        if named or others:
+            self._person = (named[0] if not others and len({k for k, _ in named}) == 1
+                            else None)
+        peer_words = {w.lower() for _, s in surfaces for w in s.split()}
+        places = {m.group("place") for m in _PLACE.finditer(unit)
+                  if m.group("place").split()[0].lower() not in _NOT_PLACE
+                  and not {w.lower() for w in m.group("place").split()} & peer_words}
+        if places:
+            self._place = places.pop() if len(places) == 1 else None
+            self._own_place = unit_speaker == self._speaker
+        names = {m.group("name") for m in _NAMED.finditer(unit)}
+        lone = _LONE_NAME.fullmatch(unit)
+        if lone and lone.group("name").lower() not in _NOT_PLACE:
+            names.add(lone.group("name"))
+        if names:
+            self._name = names.pop() if len(names) == 1 else None
+        offers, thing = _thing_of(unit)
+        if offers:  # the speaker's own words ask nothing of the listener
+            self._thing = thing if unit_speaker != self._speaker else None
 
 
 def resolve_referents(clause: str, refs: Referents) -> str:

@@ -206,7 +206,7 @@ from knowledge.ingest.lexicon import (
 from knowledge.ingest.referents import (
     _PERSON_NOUN,
     Referents,
-    find_referents,
+    ReferentWindow,
     resolve_referents,
 )
 from knowledge.ingest.sensitivity import (
@@ -1562,10 +1562,13 @@ class RuleBasedExtractor:
             return [(key, m.group()) for m in peers.find_all(unit)
                     if (key := peers.key_for(m.group()) or "")]
 
+        window = ReferentWindow(named, message.speaker_key, excluded)
+        for unit_speaker, unit in units:
+            window.add(unit_speaker, unit)
         for s_start, s_end in _sentences(text):
             sentence = text[s_start:s_end]
-            refs = find_referents(units, named, message.speaker_key, excluded)
-            units.append((message.speaker_key, sentence))
+            refs = window.referents()
+            window.add(message.speaker_key, sentence)
             vocatives = _vocatives(sentence, peers)
             addressees = [k for k in vocatives or previous_vocatives or context
                           if k != message.speaker_key]

@@ -105,3 +105,23 @@ def test_a_shown_picture_or_a_fan_of_nothing_named_is_a_fragment(statement: str)
 ])
 def test_what_is_shown_or_liked_stays(statement: str) -> None:
     assert junk_reason(statement=statement, excerpt="", message_text="", names=NAMES) is None
+
+
+def test_a_long_message_is_read_once_for_all_its_claims(monkeypatch) -> None:
+    """Every claim of a message asks whether the whole message is machine output; a long
+    message is answered once (reading it again per claim was quadratic in its length)."""
+    from governance.intake import junk
+
+    lengths: list[int] = []
+    real = junk._machine_output
+    monkeypatch.setattr(junk, "_machine_output",
+                        lambda text, as_said: lengths.append(len(text)) or real(text, as_said))
+    message = " ".join(f"I planted tomato seedling number {n} in the back garden today."
+                       for n in range(120))
+    assert len(message) > junk._CACHED_CHARS
+    for n in range(60):
+        assert junk_reason(statement=f"Ana planted tomato seedling number {n}.",
+                           excerpt=f"I planted tomato seedling number {n}",
+                           message_text=message) is None
+    assert lengths.count(len(message)) == 1
+    assert not junk.phatic("ok thanks " * 500) and junk.phatic("ok thanks")

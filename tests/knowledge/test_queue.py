@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -103,3 +104,42 @@ def test_broker_outage_keeps_messages_and_the_sweeper_resumes_work(live_server,
     with account_context(w.account.id):
         assert Knowledge.objects.filter(statement="Caroline started learning the cello.",
                                         state="active").exists(), _state(w)
+
+
+@pytest.fixture
+def routed_broker():
+    yield from real_broker(BROKER, QUEUE, routed=True)
+
+
+def test_a_routed_task_lands_on_its_named_queue_and_a_worker_on_that_queue_runs_it(
+        live_server, committed_world, routed_broker):
+    w = committed_world
+    r = _ingest(live_server, w, "I adopted a rescue greyhound named Pixel.")
+    assert r.status_code == 202
+    # Extraction waits on its own queue, not on the default one.
+    assert routed_broker.llen("extraction") == 1
+    assert routed_broker.llen(QUEUE) == 0
+    task = json.loads(routed_broker.lindex("extraction", 0))["headers"]["task"]
+    assert task == "governance.process_messages"
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=["extraction"],
+                      shutdown_timeout=120):
+        def done() -> bool:
+            with account_context(w.account.id):
+                return Knowledge.objects.filter(state="active").exists()
+        assert _wait(done), _state(w)
+        # Its follow-ups (the encoder's work) go to the embedding queue, which this
+        # worker does not consume: they wait there for an embedding worker.
+        assert _wait(lambda: routed_broker.llen("embedding") >= 1)
+    assert routed_broker.llen("extraction") == 0
+    queued = {json.loads(raw)["headers"]["task"]
+              for raw in routed_broker.lrange("embedding", 0, -1)}
+    assert "retrieval.embed_knowledge" in queued
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=["embedding"],
+                      shutdown_timeout=120):
+        assert _wait(lambda: routed_broker.llen("embedding") == 0)
+        from retrieval.models import KnowledgeVector
+
+        def embedded() -> bool:
+            with account_context(w.account.id):
+                return KnowledgeVector.objects.exists()
+        assert _wait(embedded)

@@ -169,3 +169,17 @@ def test_been_to_names_a_place():
     assert statements(extract("I had a blast there last month.",
                               (("ben", "Have you been to Italy?"),), speaker="ana")) == [
         ("ana", "Ana had a blast in Italy.")]
+
+
+def test_a_long_message_reads_each_sentence_once_for_its_referents(monkeypatch):
+    """What each unit offers is read once, when it is added: searching every earlier
+    sentence again for each new one made a 20,000-character message quadratic."""
+    from knowledge.ingest import referents
+
+    read: list[str] = []
+    real = referents._thing_of
+    monkeypatch.setattr(referents, "_thing_of", lambda unit: read.append(unit) or real(unit))
+    text = " ".join(f"I painted fence number {n} today." for n in range(200))
+    claims = extract(text, (("ben", "How was your weekend?"),))
+    assert len(claims) == 200
+    assert len(read) == 201  # the recent turn and each sentence, once

@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("web", "worker", "beat")
+WORKERS = ("worker-extraction", "worker-embedding", "worker-governance")
+APP_SERVICES = ("web", *WORKERS, "beat")
 
 
 def compose() -> dict[str, Any]:
@@ -43,7 +44,7 @@ def command_words(service: dict[str, Any]) -> list[str]:
 
 def test_every_service_has_a_health_check_and_waits_for_healthy_dependencies():
     services = compose()["services"]
-    assert set(services) == {"db", "redis", "web", "worker", "beat"}
+    assert set(services) == {"db", "redis", "web", *WORKERS, "beat"}
     for name, service in services.items():
         test = service.get("healthcheck", {}).get("test")
         assert test and test[0] in ("CMD", "CMD-SHELL"), name
@@ -54,8 +55,9 @@ def test_every_service_has_a_health_check_and_waits_for_healthy_dependencies():
     assert "./docs/deploy/init-db.sql" in services["db"]["volumes"][1]
     assert (ROOT / "docs" / "deploy" / "init-db.sql").is_file()
     assert services["web"]["healthcheck"]["test"][-1].count("/readyz") == 1
-    assert "worker@$$HOSTNAME" in services["worker"]["healthcheck"]["test"][1]
-    assert "worker@%h" in command_words(services["worker"])  # the name it pings
+    for name in WORKERS:
+        assert "worker@$$HOSTNAME" in services[name]["healthcheck"]["test"][1]
+        assert "worker@%h" in command_words(services[name])  # the name it pings
     assert "check_beat" in services["beat"]["healthcheck"]["test"][-1]
     assert services["beat"].get("deploy", {}).get("replicas", 1) == 1
     declared = set(compose()["volumes"])
@@ -81,9 +83,9 @@ def test_commands_name_modules_that_import():
     web = " ".join(command_words(services["web"]))
     assert web.index("manage.py migrate") < web.index("gunicorn memhouse.wsgi")
     assert importlib.import_module("memhouse.wsgi").application is not None
-    for name in ("worker", "beat"):
+    for name in (*WORKERS, "beat"):
         words = command_words(services[name])
-        assert words[:3] == ["celery", "-A", "memhouse"] and words[3] == name
+        assert words[:3] == ["celery", "-A", "memhouse"] and words[3] == name.split("-")[0]
     from memhouse import celery_app
 
     assert celery_app.conf.beat_scheduler == "memhouse.celery:HeartbeatScheduler"
@@ -92,6 +94,30 @@ def test_commands_name_modules_that_import():
     assert "memhouse.celery" in beat_check
     for module in re.findall(r"import ([\w., ]+);", beat_check)[0].split(","):
         importlib.import_module(module.split(" as ")[0].strip())
+
+
+def worker_queues(service: dict[str, Any]) -> list[str]:
+    words = command_words(service)
+    return words[words.index("-Q") + 1].split(",")
+
+
+def test_every_task_has_a_named_queue_that_exactly_one_worker_service_consumes():
+    from django.conf import settings
+
+    from memhouse import celery_app
+
+    celery_app.loader.import_default_modules()  # autodiscovered task modules
+    ours = {name for name in celery_app.tasks if not name.startswith("celery.")}
+    routes = celery_app.conf.task_routes
+    assert ours and ours == set(routes), sorted(ours ^ set(routes))
+    assert set(settings.MEMHOUSE_QUEUE_TASKS) == {
+        "extraction", "validation", "lifecycle", "reasoning", "dream-time", "embedding"}
+    services = compose()["services"]
+    consumed = [q for name in WORKERS for q in worker_queues(services[name])]
+    assert sorted(consumed) == sorted({*settings.MEMHOUSE_QUEUE_TASKS,
+                                       celery_app.conf.task_default_queue})
+    assert worker_queues(services["worker-extraction"]) == ["extraction"]
+    assert worker_queues(services["worker-embedding"]) == ["embedding"]
 
 
 def _core_dependencies(pyproject: str) -> list[str]:

@@ -98,6 +98,10 @@ def test_published_tasks_carry_their_enqueue_time_and_the_oldest_age_is_scraped(
     text = generate_latest(broker_metrics(BROKER, now=stamp + 42)).decode()
     assert sample(text, "memhouse_queue_oldest_message_age_seconds", queue=queue) == 42.0
     assert sample(text, "memhouse_queue_depth", queue=queue) == 2.0
+    from django.conf import settings
+
+    for named in settings.MEMHOUSE_QUEUE_TASKS:  # reported before their first message
+        assert sample(text, "memhouse_queue_depth", queue=named) is not None, named
     # Empty queues report 0 s; a stranger's queue without our header reports NaN.
     broker.delete(queue)
     broker.lpush(queue, json.dumps({"headers": {}, "body": ""}))
@@ -112,9 +116,11 @@ def test_a_real_worker_records_start_lag_and_answers_its_compose_health_check(br
     queue = f"mh-test-{uuid.uuid4().hex[:8]}"
     publish(queue)  # waits before any worker exists: a measurable start lag
     time.sleep(1.0)
-    service = compose()["services"]["worker"]
+    service = compose()["services"]["worker-extraction"]
     words = command_words(service)
     assert words[0] == "celery"
+    at = words.index("-Q")  # its named queue, replaced by the test's private one below
+    words = words[:at] + words[at + 2:]
     host = f"mhtest{uuid.uuid4().hex[:8]}"
     # The compose command, plus a private queue and a single process for the test.
     args = [CELERY, *words[1:], "-Q", queue, "-P", "solo", "--without-mingle",

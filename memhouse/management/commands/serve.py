@@ -169,10 +169,11 @@ def _start_inprocess_worker(app: Any, work: BackgroundWork) -> None:
             started.set()
 
     app.finalize()
-    # Consume the queue tasks are sent to, whatever an earlier worker in this process
-    # selected (Celery keeps the consume-from set on the app).
+    # Consume every queue tasks are sent to (the default and the named ones of
+    # settings.MEMHOUSE_QUEUE_TASKS), whatever an earlier worker in this process selected
+    # (Celery keeps the consume-from set on the app).
     worker = _Worker(app=app, concurrency=1, pool="solo", hostname="serve@memhouse",
-                     queues=[app.conf.task_default_queue],
+                     queues=[app.conf.task_default_queue, *settings.MEMHOUSE_QUEUE_TASKS],
                      without_heartbeat=True, without_mingle=True, without_gossip=True,
                      ready_callback=None, loglevel="WARNING")
 
