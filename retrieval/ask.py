@@ -66,7 +66,7 @@ from knowledge.models import Scope
 from knowledge.selectors import scope_ancestors, visible_knowledge
 from memhouse.llm import ChatProvider, ProviderError, get_provider
 from memhouse.principal import Reader
-from retrieval import engine, source_recall
+from retrieval import conflicts, engine, source_recall
 from retrieval import evidence as evidence_mod
 from retrieval.lexical import analyze
 from retrieval.lineage import related_ids
@@ -124,10 +124,13 @@ class Evidence:
             item["when"] = self.when
         if self.source:
             item["source_turn"] = self.source
+        if self.data.get(conflicts.FIELD):
+            item[conflicts.FIELD] = self.data[conflicts.FIELD]
         return item
 
     def answer_line(self) -> str:
-        line = f"[{self.when}] {self.text}" if self.when else self.text
+        text = self.text + conflicts.suffix(self.data.get(conflicts.FIELD))
+        line = f"[{self.when}] {text}" if self.when else text
         return f"{line} (source: {self.source})" if self.source else line
 
     @property
@@ -145,7 +148,7 @@ def _knowledge_evidence(c: dict[str, Any], origin: str, base_rank: int | None = 
                         ) -> Evidence:
     data = {"statement": c["statement"], "kind": c["kind"], "scope": c["scope"],
             "subject_peer_key": c["subject_peer_key"], "confidence": c["confidence"],
-            "state": c["state"]}
+            "state": c["state"], conflicts.FIELD: c.get(conflicts.FIELD)}
     return Evidence(c["id"], "knowledge", c["statement"], origin, data, base_rank,
                     when=c.get("when"))
 
@@ -205,7 +208,8 @@ ANSWER_SYSTEM = (
     "what those items make most probable; never add outside knowledge. Cite the ids of the "
     "items you relied on in `citations`. Report `answer_confidence`, an integer from 0 to "
     "100, for your own certainty: below 50 means the evidence only weakly supports the "
-    "answer."
+    "answer. An item with `possibly_outdated` is an older claim that the item it names "
+    "says otherwise about: prefer the newer one."
 )
 
 
