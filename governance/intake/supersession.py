@@ -709,20 +709,34 @@ def _candidates(item: Knowledge, recent: Sequence[Knowledge]) -> list[Knowledge]
 # (their own facts) or a curator (shared facts) is asked to settle it.
 CONFLICT_MIN_COSINE = 0.5
 CONTRADICTION_WINDOW = timedelta(days=14)  # the subject's question, as a confirmation's
-# A new value is named: a proper name or a number the old row does not hold.
-_NAMED = re.compile(r"(?<![\w'])(?:(?-i:[A-Z])[\w&.'-]*[\w&]|\d[\w:.]*)")
+# A value is named: a proper name or a number. A capital that only starts a sentence or
+# a quoted clause ("Time flies", "Caroline said Family moments...") names nothing.
+_NAME_TOKEN = r"(?:(?-i:[A-Z])(?:[a-z]{0,2}\.(?= )|[\w&'-]*[\w&])|\d[\w:.-]*\w|\d)"
+_NAMED = re.compile(rf"(?<![\w'@.-]){_NAME_TOKEN}(?: {_NAME_TOKEN})*")
+_CLAUSE_START = re.compile(r"(?:^|[.!?:;\"(\u2013\u2014-]\s*|\b(?:said|says|told \w+|that)\s+)"
+                           r"(?-i:[A-Z])[\w'-]*\s*$")
 _NOT_NAMES = _wordset("""i i'm i've i'd i'll the a an this that these those it they he she we
 you my our his her their its and but so or then also now today yesterday tomorrow
-monday tuesday wednesday thursday friday saturday sunday""")
+monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs
+fri sat sun""")
 
 
-def _named(text: str, names: frozenset[str]) -> set[str]:
+def _named(text: str, names: frozenset[str]) -> dict[str, str]:
+    """The named values of a claim, lower-cased -> as written, the subject's names left
+    out."""
+    body = claim_body(text)
     name_words = {part for name in names for part in name.split()}
-    out = set()
-    for token in _NAMED.findall(claim_body(text)):
-        low = token.lower().removesuffix("'s").strip(".'")
-        if low and low not in _NOT_NAMES and low not in name_words:
-            out.add(low)
+    out: dict[str, str] = {}
+    for match in _NAMED.finditer(body):
+        words = match.group(0).split()
+        if len(words) == 1 and _CLAUSE_START.search(body[:match.start()] + words[0]) \
+                and not words[0][0].isdigit():
+            continue  # a sentence's first word, alone ("Time flies"; "Tom Reyes" stays)
+        kept = [w for w in words if w.lower().removesuffix("'s").strip(".'") not in name_words
+                and w.lower().strip(".'") not in _NOT_NAMES]
+        if kept:
+            phrase = " ".join(kept).removesuffix("'s").strip(".'")
+            out[phrase.lower()] = phrase
     return out
 
 
@@ -731,22 +745,42 @@ def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
     return bool(_named(statement, names)) and not ADDITIVE.search(claim_body(statement))
 
 
-def _overrides(framed: str, other: str, names: frozenset[str]) -> str | None:
-    """The slot of `framed` that `other` names another value for, or None: `framed`
-    states a one-value attribute of the subject itself (a SINGLE_SLOTS frame, its holder
-    the subject), and `other` does not repeat that value but names something `framed`
-    does not."""
+def _overrides(framed: str, other: str, names: frozenset[str]
+               ) -> tuple[str, str, list[str]] | None:
+    """(slot, old value as written, the other claim's new named values) when `other`
+    may name another value for a one-value attribute `framed` states: `framed` states it
+    of the subject itself (a SINGLE_SLOTS frame, its holder the subject) with a named
+    value, and `other` does not repeat that value but names something `framed` does
+    not."""
     if _past_event(framed) or ADDITIVE.search(claim_body(other)):
         return None
+    if slot_values(other, names):
+        # A claim with a frame of its own says which attribute it is about, and the
+        # update rule has already weighed it: "Priya's husband works at Google" or
+        # "Priya's favorite movie is Heat" is another attribute, not a new value.
+        return None
     words = set(re.findall(r"[\w@.+'-]+", claim_body(other).lower()))
+    fresh = [v for k, v in _named(other, names).items() if k not in _named(framed, names)]
+    if not fresh:
+        return None
+    written = _named(framed, names)
+    event = _past_event(other)
     for key, (value, holder) in slot_values(framed, names).items():
         if holder not in ((), None):
             continue  # "Sam's sister lives in Madrid" is not Sam's home
         value_words = set(re.findall(r"[\w@.+'-]+", value.lower())) - _NOT_NAMES
         if not value_words or value_words & words:
             continue  # the other claim repeats (or refines) the value
-        if _named(other, names) - _named(framed, names):
-            return key
+        # Something that happened ("went to Lisbon", "rented a Toyota for the trip") is
+        # no new home or car unless it names the attribute itself ("standup slides to
+        # 9:30" of "the standup is at 9am").
+        if event and not (":" in key and set(key.split(":", 1)[1].split()) <= words):
+            continue
+        # Only a named value ("Leeds", "Dr. Patel", "34"), not a description ("married",
+        # "to give kids a loving home"): a description has no other value to be replaced by.
+        as_written = [w for k, w in written.items() if set(k.split()) & value_words]
+        if as_written:
+            return key, " ".join(as_written), fresh
     return None
 
 
@@ -755,22 +789,22 @@ def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = fr
     """Pure part: which of `olds` (same subject, current, none of them an update the rule
     is sure of) `statement` contradicts, as (index, slot, cosine), or None.
 
-    The old row states a one-value attribute (see _overrides) that the new claim names
-    another value for, and the two are close. `said_later`: indices of rows said after
-    the new claim (it arrived late); for those the frame may be on the new claim."""
+    The old row states a one-value attribute with a named value that the new claim names
+    another value for (see _overrides), and the two claims are close. `said_later`: indices of rows said after the new claim (it arrived
+    late); for those the frame may be on the new claim."""
     if not may_conflict(statement, names):
         return None
-    picked: list[tuple[int, str]] = []
+    picked: list[tuple[int, str, str, list[str]]] = []
     for index, old in enumerate(olds):
-        key = _overrides(old, statement, names) or (
+        found = _overrides(old, statement, names) or (
             _overrides(statement, old, names) if index in said_later else None)
-        if key is not None:
-            picked.append((index, key))
+        if found is not None:
+            picked.append((index, *found))
     if not picked:
         return None
-    scores = cosines(statement, [olds[index] for index, _ in picked])
+    scores = cosines(statement, [olds[index] for index, _, _, _ in picked])
     best: tuple[int, str, float] | None = None
-    for (index, key), cos in zip(picked, scores, strict=True):
+    for (index, key, _, _), cos in zip(picked, scores, strict=True):
         if cos >= CONFLICT_MIN_COSINE and (best is None or cos > best[2]):
             best = (index, key, round(cos, 4))
     return best

@@ -22,16 +22,14 @@ from tests.governance.test_intake_quality import SCOPE, T0, post, rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-OLD, NEW = "I drive a Honda Civic.", "Traded the Civic in yesterday. Picked up a Mazda 3."
-QUERY = "What car does Alice drive?"
+OLD, NEW = "My manager is Helen Cho.", "Helen got reassigned. Tom Reyes is my boss from Monday."
+QUERY = "Who is Alice's manager?"
 
 
 def _pair(live_server: Any, keys: Any, world: Any) -> tuple[Knowledge, Knowledge]:
     post(live_server, keys.alice, OLD)
     post(live_server, keys.alice, NEW, at=T0 + timedelta(days=1))
-    civic = next(k for k in rows(world, "Honda Civic"))
-    mazda = next(k for k in rows(world, "Mazda"))
-    return civic, mazda
+    return rows(world, "Helen Cho")[0], rows(world, "Tom Reyes")[0]
 
 
 def _search(live_server: Any, key: str, query: str = QUERY) -> list[dict[str, Any]]:
@@ -46,16 +44,16 @@ def _ids(items: list[dict[str, Any]], key: str = "id") -> list[str]:
 
 def test_an_uncertain_update_is_a_contradiction_both_current_newer_to_older(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    civic, mazda = _pair(live_server, keys, committed_world)
-    assert (civic.state, mazda.state) == ("active", "active")  # the rule was not sure
+    old, new = _pair(live_server, keys, committed_world)
+    assert (old.state, new.state) == ("active", "active")  # the rule was not sure
     with account_context(committed_world.account.id):
         edge = Relation.objects.get(type="contradicts")
-        assert (edge.source_id, edge.target_id, edge.settled_at) == (mazda.pk, civic.pk, None)
+        assert (edge.source_id, edge.target_id, edge.settled_at) == (new.pk, old.pk, None)
         # Alice's own fact: the question goes to her, not to the curator queue.
-        review = Validation.objects.get(knowledge=civic, kind="contradiction", status="open")
+        review = Validation.objects.get(knowledge=old, kind="contradiction", status="open")
         question = PeerQuestion.objects.get(validation=review)
-        assert question.peer_id == civic.subject_peer_id and question.kind == "contradiction"
-        assert "Mazda" in question.text and "Honda Civic" in question.text
+        assert question.peer_id == old.subject_peer_id and question.kind == "contradiction"
+        assert "Tom Reyes" in question.text and "Helen Cho" in question.text
     queue = api(live_server, keys.carol, "GET", "curator/queue", state="contradiction")
     assert queue.status_code == 200 and queue.json()["items"] == []
 
@@ -64,19 +62,19 @@ def test_a_message_said_earlier_but_arriving_later_is_the_older_side(
         live_server: Any, keys: Any, committed_world: Any) -> None:
     post(live_server, keys.alice, NEW, at=T0 + timedelta(days=1))
     post(live_server, keys.alice, OLD)  # said a day before, arrives after
-    civic = rows(committed_world, "Honda Civic")[0]
-    mazda = rows(committed_world, "Mazda")[0]
+    old = rows(committed_world, "Helen Cho")[0]
+    new = rows(committed_world, "Tom Reyes")[0]
     with account_context(committed_world.account.id):
         edge = Relation.objects.get(type="contradicts")
-    assert (edge.source_id, edge.target_id) == (mazda.pk, civic.pk)
+    assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
     found = _search(live_server, keys.alice)
-    assert _ids(found).index(str(mazda.pk)) < _ids(found).index(str(civic.pk))
+    assert _ids(found).index(str(new.pk)) < _ids(found).index(str(old.pk))
 
 
 def test_every_read_path_puts_the_newer_first_and_marks_the_older(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    civic, mazda = _pair(live_server, keys, committed_world)
-    old_id, new_id = str(civic.pk), str(mazda.pk)
+    old, new = _pair(live_server, keys, committed_world)
+    old_id, new_id = str(old.pk), str(new.pk)
 
     # search (as Alice, and as a member of the scope)
     for key in (keys.alice, keys.bob):
@@ -95,16 +93,16 @@ def test_every_read_path_puts_the_newer_first_and_marks_the_older(
     head = body["knowledge"]
     assert _ids(head).index(new_id) < _ids(head).index(old_id)
     assert {e["id"]: e["possibly_outdated"] for e in head}[old_id] == new_id
-    line = next(ln for ln in body["context"].splitlines() if "Honda Civic" in ln)
+    line = next(ln for ln in body["context"].splitlines() if "Helen Cho" in ln)
     assert line.endswith(f"(possibly outdated: see {new_id})")
-    assert body["context"].index("Mazda") < body["context"].index("Honda Civic")
+    assert body["context"].index("Tom Reyes") < body["context"].index("Helen Cho")
 
     # ask (model-free): the newer claim answers; citations carry the mark
     r = api(live_server, keys.alice, "POST", "ask", {"scope": SCOPE, "query": QUERY})
     assert r.status_code == 200, r.text
     answer = r.json()
     assert answer["citations"] and answer["citations"][0]["id"] == new_id, answer["citations"]
-    assert "Mazda" in answer["answer"].splitlines()[0]
+    assert "Tom Reyes" in answer["answer"].splitlines()[0]
     marks = {c["id"]: c["possibly_outdated"] for c in answer["candidates"]}
     assert marks[old_id] == new_id and marks[new_id] is None
     if old_id in _ids(answer["citations"]):
@@ -121,20 +119,16 @@ def test_every_read_path_puts_the_newer_first_and_marks_the_older(
 
 def test_the_stable_profile_holds_the_pair_side_by_side_newer_first(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    post(live_server, keys.alice, "I live in Leeds.")
-    post(live_server, keys.alice,
-         "Finally got the keys to our flat in Bristol. Unpacking all weekend.",
-         at=T0 + timedelta(days=1))
-    leeds, bristol = rows(committed_world, "Leeds")[0], rows(committed_world, "Bristol")[0]
+    old, new = _pair(live_server, keys, committed_world)
     r = api(live_server, keys.alice, "POST", "stable-profile", {"scope": SCOPE})
     assert r.status_code == 200, r.text
     entries = r.json()["entries"]
     ids = _ids(entries, "knowledge_id")
-    if str(bristol.pk) in ids:  # the allowlist decides whether each claim is identity
-        assert ids.index(str(bristol.pk)) < ids.index(str(leeds.pk))
-        assert [str(bristol.pk), str(leeds.pk)] in r.json()["conflicts"]
-    entry = next(e for e in entries if e["knowledge_id"] == str(leeds.pk))
-    assert entry["possibly_outdated"] == str(bristol.pk)
+    assert str(old.pk) in ids and str(new.pk) in ids, [e["statement"] for e in entries]
+    assert ids.index(str(new.pk)) < ids.index(str(old.pk))
+    assert [str(new.pk), str(old.pk)] in r.json()["conflicts"]
+    marks = {e["knowledge_id"]: e["possibly_outdated"] for e in entries}
+    assert marks[str(old.pk)] == str(new.pk) and marks[str(new.pk)] is None
 
 
 def test_a_reader_who_cannot_see_the_newer_claim_sees_no_mark(
@@ -174,7 +168,7 @@ def test_another_persons_claim_about_the_same_fact_takes_the_same_path(
 
 def test_the_subject_settles_no_the_newer_supersedes_the_older(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    civic, mazda = _pair(live_server, keys, committed_world)
+    old, new = _pair(live_server, keys, committed_world)
     r = api(live_server, keys.alice, "GET", "me/questions")
     assert r.status_code == 200, r.text
     question = next(q for q in r.json()["items"] if q["kind"] == "contradiction")
@@ -182,23 +176,23 @@ def test_the_subject_settles_no_the_newer_supersedes_the_older(
             {"answer": "no"})
     assert r.status_code == 200, r.text
     with account_context(committed_world.account.id):
-        civic.refresh_from_db()
-        mazda.refresh_from_db()
-        assert (civic.state, civic.state_reason) == ("superseded",
+        old.refresh_from_db()
+        new.refresh_from_db()
+        assert (old.state, old.state_reason) == ("superseded",
                                                      "f4_subject_confirmed_update")
-        assert mazda.supersedes_id == civic.pk and mazda.state == "active"
+        assert new.supersedes_id == old.pk and new.state == "active"
         assert Relation.objects.get(type="contradicts").settled_at is not None
-        assert not Validation.objects.filter(knowledge=civic, status="open").exists()
+        assert not Validation.objects.filter(knowledge=old, status="open").exists()
         assert PeerQuestion.objects.get(pk=question["id"]).status == "answered"
     found = _search(live_server, keys.alice)
-    assert str(civic.pk) not in _ids(found)
+    assert str(old.pk) not in _ids(found)
 
 
 def test_the_subject_settles_yes_both_stand_and_reads_stop_marking(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    civic, mazda = _pair(live_server, keys, committed_world)
+    old, new = _pair(live_server, keys, committed_world)
     with account_context(committed_world.account.id):
-        question = PeerQuestion.objects.get(knowledge=civic, kind="contradiction")
+        question = PeerQuestion.objects.get(knowledge=old, kind="contradiction")
     r = api(live_server, keys.bob, "POST", f"questions/{question.pk}/answer",
             {"answer": "yes"})
     assert r.status_code == 404  # only the subject answers
@@ -209,13 +203,13 @@ def test_the_subject_settles_yes_both_stand_and_reads_stop_marking(
             {"answer": "yes"})
     assert r.status_code == 200, r.text
     with account_context(committed_world.account.id):
-        civic.refresh_from_db()
-        assert civic.state == "active"
+        old.refresh_from_db()
+        assert old.state == "active"
         assert Relation.objects.get(type="contradicts").settled_at is not None
-        review = Validation.objects.get(knowledge=civic, kind="contradiction")
+        review = Validation.objects.get(knowledge=old, kind="contradiction")
         assert (review.status, review.resolution) == ("resolved", "contradiction_keep")
     found = {c["id"]: c for c in _search(live_server, keys.alice)}
-    assert found[str(civic.pk)]["possibly_outdated"] is None
+    assert found[str(old.pk)]["possibly_outdated"] is None
     r = api(live_server, keys.alice, "POST", f"questions/{question.pk}/answer",
             {"answer": "no"})
     assert r.status_code == 409
@@ -223,12 +217,12 @@ def test_the_subject_settles_yes_both_stand_and_reads_stop_marking(
 
 def test_an_unanswered_question_past_its_deadline_comes_to_the_curator(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    civic, mazda = _pair(live_server, keys, committed_world)
+    old, new = _pair(live_server, keys, committed_world)
     with account_context(committed_world.account.id):
-        PeerQuestion.objects.filter(knowledge=civic).update(
+        PeerQuestion.objects.filter(knowledge=old).update(
             deadline=T0 - timedelta(days=1))
     queue = api(live_server, keys.carol, "GET", "curator/queue", state="contradiction")
-    assert _ids(queue.json()["items"]) == [str(civic.pk)]
+    assert _ids(queue.json()["items"]) == [str(old.pk)]
 
 
 def test_shared_facts_go_to_the_curator_who_retires_the_older(
