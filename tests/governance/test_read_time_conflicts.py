@@ -264,3 +264,30 @@ def test_a_curator_keeping_both_stops_the_mark(
     assert r.status_code == 200, r.text
     found = {c["id"]: c for c in _search(live_server, keys.alice, "Where does Alice live?")}
     assert found[str(denver.pk)]["possibly_outdated"] is None
+
+
+def test_the_mcp_tools_carry_the_order_and_the_mark(
+        live_server: Any, keys: Any, committed_world: Any, tmp_path: Any) -> None:
+    from tests.integrations.test_mcp_server import _run_mcp
+
+    old, new = _pair(live_server, keys, committed_world)
+    old_id, new_id = str(old.pk), str(new.pk)
+
+    async def body(session: Any) -> dict[str, Any]:
+        return {
+            "search": await session.call_tool("search", {"query": QUERY, "scope": SCOPE}),
+            "context": await session.call_tool("get_context", {"scope": SCOPE,
+                                                               "query": QUERY}),
+            "listed": await session.call_tool("list_knowledge", {"scope": SCOPE}),
+            "one": await session.call_tool("get_knowledge", {"knowledge_id": old_id}),
+        }
+
+    out = _run_mcp(live_server.url, keys.alice, tmp_path, body)
+    assert not any(r.is_error for r in out.values()), {k: r.content for k, r in out.items()}
+    found = out["search"].structured_content["candidates"]
+    assert _ids(found).index(new_id) < _ids(found).index(old_id)
+    assert {c["id"]: c["possibly_outdated"] for c in found}[old_id] == new_id
+    assert f"(possibly outdated: see {new_id})" in out["context"].structured_content["context"]
+    listed = out["listed"].structured_content["items"]
+    assert {i["id"]: i["possibly_outdated"] for i in listed}[old_id] == new_id
+    assert out["one"].structured_content["knowledge"]["possibly_outdated"] == new_id
