@@ -36,7 +36,7 @@ def outdated_by(*, reader: Reader, ids: Iterable[Any],
     `ids` and whose newer claim the reader may see (within `scope_ids` when given, else
     any scope the reader may read). One query. With several newer claims against one
     older, the most recently linked wins."""
-    wanted = [str(i) for i in ids]
+    wanted = [i if isinstance(i, uuid.UUID) else uuid.UUID(str(i)) for i in ids]
     if not wanted:
         return {}
     newer = visible_knowledge(reader=reader, scope_ids=scope_ids, at=at or timezone.now())

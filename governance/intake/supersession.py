@@ -790,8 +790,9 @@ def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = fr
     is sure of) `statement` contradicts, as (index, slot, cosine), or None.
 
     The old row states a one-value attribute with a named value that the new claim names
-    another value for (see _overrides), and the two claims are close. `said_later`: indices of rows said after the new claim (it arrived
-    late); for those the frame may be on the new claim."""
+    another value for (see _overrides), and the two claims are close. `said_later`:
+    indices of rows said after the new claim (it arrived late); for those the frame may
+    be on the new claim."""
     if not may_conflict(statement, names):
         return None
     picked: list[tuple[int, str, str, list[str]]] = []

@@ -190,7 +190,7 @@ def test_the_subject_settles_no_the_newer_supersedes_the_older(
 
 def test_the_subject_settles_yes_both_stand_and_reads_stop_marking(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    old, new = _pair(live_server, keys, committed_world)
+    old, _new = _pair(live_server, keys, committed_world)
     with account_context(committed_world.account.id):
         question = PeerQuestion.objects.get(knowledge=old, kind="contradiction")
     r = api(live_server, keys.bob, "POST", f"questions/{question.pk}/answer",
@@ -217,7 +217,7 @@ def test_the_subject_settles_yes_both_stand_and_reads_stop_marking(
 
 def test_an_unanswered_question_past_its_deadline_comes_to_the_curator(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    old, new = _pair(live_server, keys, committed_world)
+    old, _new = _pair(live_server, keys, committed_world)
     with account_context(committed_world.account.id):
         PeerQuestion.objects.filter(knowledge=old).update(
             deadline=T0 - timedelta(days=1))
