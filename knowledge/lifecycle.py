@@ -105,7 +105,8 @@ STATES: dict[str, State] = {
         State(SUPERSEDED, "Replaced by a later statement and kept as history.",
               "A curator edit or merge, a subject's correction, a newer claim on the same "
               "attribute from the same source or the subject (an older claim arriving late "
-              "is retired at once), document revision, consolidation or deduction "
+              "is retired at once), a contradiction settled for the newer claim (see "
+              "Possibly outdated), document revision, consolidation or deduction "
               "replacement.",
               "Human governance, document sync or dream-time worker.", "terminal",
               _v(True, True, True, True), "no", "none", "missing",

@@ -291,3 +291,25 @@ def test_the_mcp_tools_carry_the_order_and_the_mark(
     listed = out["listed"].structured_content["items"]
     assert {i["id"]: i["possibly_outdated"] for i in listed}[old_id] == new_id
     assert out["one"].structured_content["knowledge"]["possibly_outdated"] == new_id
+
+
+def test_the_helper_is_one_query_and_never_crosses_an_account(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memhouse.principal import Reader
+    from retrieval.conflicts import outdated_by
+
+    old, new = _pair(live_server, keys, committed_world)
+    alice = Reader(account_id=committed_world.account.id, posture="peer",
+                   peer_id=old.subject_peer_id)
+    with account_context(committed_world.account.id), \
+            CaptureQueriesContext(connection) as queries:
+        marks = outdated_by(reader=alice, ids=[old.pk, new.pk])
+    assert marks == {str(old.pk): str(new.pk)}
+    assert len(queries.captured_queries) == 1
+    other = committed_world.outsider.account_id  # Mallory's Account
+    stranger = Reader(account_id=other, posture="peer", peer_id=committed_world.outsider.pk)
+    with account_context(other):
+        assert outdated_by(reader=stranger, ids=[old.pk, new.pk]) == {}
