@@ -313,3 +313,19 @@ def test_the_helper_is_one_query_and_never_crosses_an_account(
     stranger = Reader(account_id=other, posture="peer", peer_id=committed_world.outsider.pk)
     with account_context(other):
         assert outdated_by(reader=stranger, ids=[old.pk, new.pk]) == {}
+
+
+def test_a_blank_context_from_projections_marks_the_older_too(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    """Without a query the head comes from the projections (once built), not from search:
+    the same helper marks and orders it."""
+    old, new = _pair(live_server, keys, committed_world)
+    bodies = [api(live_server, keys.alice, "POST", "context", {"scope": SCOPE}).json()
+              for _ in range(2)]
+    assert bodies[1]["projection_cache_hit"], bodies[1]["projections"]
+    for body in bodies:
+        head = {e["id"]: e for e in body["knowledge"]}
+        assert head[str(old.pk)]["possibly_outdated"] == str(new.pk)
+        assert _ids(body["knowledge"]).index(str(new.pk)) < _ids(body["knowledge"]).index(
+            str(old.pk))
+        assert f"(possibly outdated: see {new.pk})" in body["context"]
