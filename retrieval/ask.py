@@ -592,6 +592,11 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
             "tool_calls": planner.log,
             "new_evidence": sum(1 for e in evidence if e.origin != "base"),
         })
+    # What the tools found beyond search carries its possibly_outdated mark too (conflicts).
+    found = [e for e in evidence if e.type == "knowledge" and e.origin != "base"]
+    marks = conflicts.outdated_by(reader=reader, scope_ids=scope_ids, ids=[e.id for e in found])
+    for e in found:
+        e.data[conflicts.FIELD] = marks.get(e.id)
     empty_reason = "no_relevant_evidence" if result.candidates else "no_candidates"
     answer = _answer(provider, query, evidence, empty_reason=empty_reason)
     retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}

@@ -108,6 +108,14 @@ def test_every_read_path_puts_the_newer_first_and_marks_the_older(
     if old_id in _ids(answer["citations"]):
         assert f"(possibly outdated: see {new_id})" in answer["answer"]
 
+    # ask with a planner (deterministic without a model): tool evidence is marked too
+    r = api(live_server, keys.alice, "POST", "ask", {"scope": SCOPE, "query": QUERY,
+                                                      "effort": "high"})
+    assert r.status_code == 200, r.text
+    cited = {c["id"]: c["possibly_outdated"] for c in r.json()["citations"]}
+    assert cited and cited.get(new_id, None) is None
+    assert cited.get(old_id, new_id) == new_id
+
     # the knowledge listing and one statement
     r = api(live_server, keys.alice, "GET", "knowledge", scope=SCOPE)
     assert r.status_code == 200, r.text
