@@ -113,7 +113,7 @@ def test_every_read_path_puts_the_newer_first_and_marks_the_older(
                                                       "effort": "high"})
     assert r.status_code == 200, r.text
     cited = {c["id"]: c["possibly_outdated"] for c in r.json()["citations"]}
-    assert cited and cited.get(new_id, None) is None
+    assert cited and cited.get(new_id) is None
     assert cited.get(old_id, new_id) == new_id
 
     # the knowledge listing and one statement
