@@ -117,7 +117,8 @@ def mentions(text: str | None, value: str) -> bool:
     return re.search(" " + re.escape(v) + "(?:e?s)? ", normalise(text)) is not None
 
 
-def value_outcome(statements: list[str], old_value: str, new_value: str) -> dict[str, Any]:
+def value_outcome(statements: list[str], old_value: str, new_value: str,
+                  marked: list[bool] | None = None) -> dict[str, Any]:
     """Value matching over ranked statements (search top k, or ask's supporting
     statements). A statement mentioning the new value counts as current even when it
     also names the old one ("I no longer take the bus; I bike"); a statement is stale
@@ -125,7 +126,8 @@ def value_outcome(statements: list[str], old_value: str, new_value: str) -> dict
 
     current_first: the first statement mentioning either value mentions the new one (no
     statement mentioning either value is a failure: the reader did not get the answer);
-    stale_hidden: no stale statement among them."""
+    stale_hidden: no stale statement among them; stale_hidden_or_marked: every stale one
+    among them carries `possibly_outdated` (`marked`, per statement; read-time conflicts)."""
     first_rank = None
     first_is_new = False
     new_ranks: list[int] = []
@@ -139,8 +141,11 @@ def value_outcome(statements: list[str], old_value: str, new_value: str) -> dict
             stale_ranks.append(rank)
         if first_rank is None and (has_new or has_old):
             first_rank, first_is_new = rank, has_new
+    marks = marked or [False] * len(statements)
     return {"current_first": first_rank is not None and first_is_new,
             "stale_hidden": not stale_ranks,
+            "stale_hidden_or_marked": all(marks[r - 1] for r in stale_ranks),
+            "marked_ranks": [r for r in stale_ranks if marks[r - 1]],
             "first_value_rank": first_rank, "new_ranks": new_ranks,
             "stale_ranks": stale_ranks, "n": len(statements)}
 
@@ -294,6 +299,9 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
                                             if via in i]),
                 "stale_hidden_rate": rate([i[via]["stale_hidden"] for i in items
                                            if via in i]),
+                "stale_hidden_or_marked_rate": rate([
+                    i[via].get("stale_hidden_or_marked", i[via]["stale_hidden"])
+                    for i in items if via in i]),
             }
         return res
 
@@ -329,6 +337,9 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
         "search_stale_hidden_rate": out["updates"]["search"]["stale_hidden_rate"],
         "ask_current_first_rate": out["updates"]["ask"]["current_first_rate"],
         "ask_stale_hidden_rate": out["updates"]["ask"]["stale_hidden_rate"],
+        "search_stale_hidden_or_marked_rate":
+            out["updates"]["search"]["stale_hidden_or_marked_rate"],
+        "ask_stale_hidden_or_marked_rate": out["updates"]["ask"]["stale_hidden_or_marked_rate"],
         "third_party_not_silently_retired_rate":
             out["updates_by_case"]["third_party"]["lifecycle"]["not_silently_retired_rate"],
     }
@@ -571,8 +582,9 @@ def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]]
                 found = mh.search(u["question"], scope=scope, peer_key=u["speaker"],
                                   profile=profile, limit=top_k)
                 stmts = [c["statement"] for c in found["candidates"]]
-                res["search"] = {**value_outcome(stmts, u["old_value"], u["new_value"]),
-                                 "top": stmts[:5]}
+                marked = [bool(c.get("possibly_outdated")) for c in found["candidates"]]
+                res["search"] = {**value_outcome(stmts, u["old_value"], u["new_value"],
+                                                 marked), "top": stmts[:5]}
             except Exception as exc:
                 res["search"] = {"current_first": False, "stale_hidden": False,
                                  "error": repr(exc)[:300]}
@@ -581,7 +593,10 @@ def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]]
                                               peer_key=u["speaker"])
                 stmts = [str(x) for x in body.get("supporting_statements") or []]
                 answer = str(body.get("answer") or "")
-                outcome = value_outcome(stmts, u["old_value"], u["new_value"])
+                cited = body.get("citations") or []
+                marked = [bool(c.get("possibly_outdated")) for c in cited] if len(
+                    cited) == len(stmts) else None
+                outcome = value_outcome(stmts, u["old_value"], u["new_value"], marked)
                 if not stmts and answer:  # an answer without its statements: the text
                     outcome = value_outcome([answer], u["old_value"], u["new_value"])
                 res["ask"] = {**outcome, "answer": answer,

@@ -12,9 +12,11 @@ changes, so the count of pairs it fires on there is mostly false alarms.
     .venv/bin/python bench/update_rule.py --dataset bench/fixtures/update_pairs.json \
         --locomo ../shared/eval/locomo/locomo_dev.json --out bench/results/update_rule.json
 
-Keys of --out: recall / false_alarm_rate / precision overall and per half (a, b),
-missed and false_alarm pair lists with the statements, locomo (claims, fired, per_1000
-claims, examples).
+Keys of --out: recall / false_alarm_rate / precision overall and per half (a, b), and
+superseded_or_marked (a pair the rule did not supersede but links as a contradiction that
+reads mark `possibly_outdated`, `best_conflict`) with its false-alarm rate; missed and
+false_alarm pair lists with the statements; locomo (claims, fired, per_1000 claims,
+examples; conflicts, conflicts_per_1000_claims, conflict_examples).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def _claims(extractor: Any, text: str, when: datetime, speaker: dict[str, str],
 
 
 def run_pairs(data: dict[str, Any]) -> dict[str, Any]:
-    from governance.intake.supersession import best_update
+    from governance.intake.supersession import best_conflict, best_update
     from knowledge.ingest.rule_extractor import RuleBasedExtractor
 
     extractor = RuleBasedExtractor()
@@ -64,6 +66,7 @@ def run_pairs(data: dict[str, Any]) -> dict[str, Any]:
         olds = _claims(extractor, pair["old"], t0, speaker, peers)
         news = _claims(extractor, pair["new"], t0 + timedelta(days=7), speaker, peers)
         picked = None
+        conflict = None
         for new in news:
             same = [o for o in olds if o.subject_peer_key == new.subject_peer_key]
             found = best_update(new.statement, [o.statement for o in same], names=names)
@@ -71,8 +74,14 @@ def run_pairs(data: dict[str, Any]) -> dict[str, Any]:
                 picked = {"new": new.statement, "old": same[found[0]].statement,
                           "slot": found[1], "cosine": found[2]}
                 break
+            clash = best_conflict(new.statement, [o.statement for o in same], names=names)
+            if clash is not None and conflict is None:
+                conflict = {"new": new.statement, "old": same[clash[0]].statement,
+                            "slot": clash[1], "cosine": clash[2]}
         results.append({"id": pair["id"], "half": pair["half"], "update": pair["update"],
                         "detected": picked is not None, "picked": picked,
+                        # Not sure it is an update, but read time marks the old claim.
+                        "contradiction": conflict if picked is None else None,
                         "old_claims": [o.statement for o in olds],
                         "new_claims": [n.statement for n in news]})
     return {"results": results}
@@ -83,19 +92,27 @@ def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
     nons = [r for r in rows if not r["update"]]
     tp = sum(r["detected"] for r in ups)
     fp = sum(r["detected"] for r in nons)
+    marked = sum(r["detected"] or bool(r.get("contradiction")) for r in ups)
+    marked_fp = sum(r["detected"] or bool(r.get("contradiction")) for r in nons)
     return {"updates": len(ups), "non_updates": len(nons),
             "recall": round(tp / len(ups), 4) if ups else None,
             "false_alarm_rate": round(fp / len(nons), 4) if nons else None,
-            "precision": round(tp / (tp + fp), 4) if tp + fp else None}
+            "precision": round(tp / (tp + fp), 4) if tp + fp else None,
+            # superseded or marked possibly_outdated at read time (a contradicts relation)
+            "superseded_or_marked": round(marked / len(ups), 4) if ups else None,
+            "superseded_or_marked_false_alarm_rate":
+                round(marked_fp / len(nons), 4) if nons else None}
 
 
 def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
     """Each speaker's claims against that speaker's earlier claims, in order."""
-    from governance.intake.supersession import best_update
+    from governance.intake.supersession import best_conflict, best_update
     from knowledge.ingest.rule_extractor import RuleBasedExtractor
 
     extractor = RuleBasedExtractor()
     data = json.loads(Path(path).read_text())
+    conflicts = 0
+    conflict_examples: list[dict[str, Any]] = []
     convs = data if isinstance(data, list) else data.get("conversations", [])
     total = fired = 0
     examples: list[dict[str, Any]] = []
@@ -122,11 +139,24 @@ def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
                             examples.append({"new": claim.statement,
                                              "old": list(reversed(olds[-200:]))[found[0]],
                                              "slot": found[1], "cosine": found[2]})
+                    else:
+                        # Not sure it is an update: would intake link a contradiction?
+                        recent = list(reversed(olds[-200:]))
+                        clash = best_conflict(claim.statement, recent, names=names)
+                        if clash is not None:
+                            conflicts += 1
+                            if len(conflict_examples) < 40:
+                                conflict_examples.append({"new": claim.statement,
+                                                          "old": recent[clash[0]],
+                                                          "slot": clash[1],
+                                                          "cosine": clash[2]})
                     olds.append(claim.statement)
             n += 1
     return {"claims": total, "fired": fired,
             "per_1000_claims": round(1000 * fired / total, 2) if total else None,
-            "examples": examples}
+            "examples": examples, "conflicts": conflicts,
+            "conflicts_per_1000_claims": round(1000 * conflicts / total, 2) if total else None,
+            "conflict_examples": conflict_examples}
 
 
 def main(argv: list[str] | None = None) -> int:

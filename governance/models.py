@@ -62,6 +62,8 @@ class PeerQuestion(models.Model):
         CONFIRMATION = "confirmation"
         REVALIDATION = "revalidation"
         CONSENT = "consent"
+        # Is the older of two claims that say otherwise still true? (yes keeps both)
+        CONTRADICTION = "contradiction"
 
     class Status(models.TextChoices):
         OPEN = "open"

@@ -16,7 +16,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.utils import timezone
 
 from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle
@@ -89,8 +90,16 @@ def curator_queue(*, principal: Principal, state: str | None = None, cursor: str
     """Held and contested statements awaiting a curator, and current statements with an
     open contradiction review ("contradiction"), newest first, with their open
     validations. Never provisional rows."""
-    contradicted = Q(validations__kind=Validation.Kind.CONTRADICTION,
-                     validations__status=Validation.Status.OPEN,
+    # A contradiction about someone's own facts is theirs to settle while their question
+    # is open and not yet due; past its deadline it comes to the curator.
+    asked = PeerQuestion.objects.filter(validation_id=OuterRef("pk"),
+                                        status=PeerQuestion.Status.OPEN,
+                                        deadline__gt=timezone.now())
+    reviews = (Validation.objects.filter(knowledge_id=OuterRef("pk"),
+                                         kind=Validation.Kind.CONTRADICTION,
+                                         status=Validation.Status.OPEN)
+               .exclude(Exists(asked)))
+    contradicted = Q(Exists(reviews),
                      state__in=sorted(lifecycle.CURATOR_VISIBLE & lifecycle.CURRENT))
     if state and state not in (*QUEUE_STATES, "contradiction"):
         raise ApplicationError("invalid_state",

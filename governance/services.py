@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from governance.intake.gates import REVIEW_WINDOW
@@ -302,21 +303,57 @@ def _retire_contradicted(item: Knowledge, *, actor: Peer) -> None:
     contradicts (about the same subject) are now outdated by the subject's own word."""
     from knowledge.models import Relation
 
-    older = (Knowledge.objects.filter(
-        relations_in__source=item, relations_in__type=Relation.Type.CONTRADICTS,
-        subject_peer_id=item.subject_peer_id, state__in=sorted(CORRECTABLE))
-        .exclude(pk=item.pk).distinct())
+    # The edge points from the newer claim by when it was said; a confirmed claim retires
+    # the rows it contradicts whichever of the two was said first.
+    pairs = (Relation.objects.filter(type=Relation.Type.CONTRADICTS, settled_at__isnull=True)
+             .filter(Q(source=item) | Q(target=item)).values_list("source_id", "target_id"))
+    others = {a if b == item.pk else b for a, b in pairs}
+    older = (Knowledge.objects.filter(pk__in=others, subject_peer_id=item.subject_peer_id,
+                                      state__in=sorted(CORRECTABLE)).exclude(pk=item.pk))
     for old in older:
-        if item.supersedes_id is None:
-            Knowledge.objects.filter(pk=item.pk).update(supersedes=old)
-            item.supersedes_id = old.pk
-        Relation.objects.get_or_create(account_id=item.account_id, source=item, target=old,
-                                       type=Relation.Type.SUPERSEDES)
-        transition(old, lifecycle.SUPERSEDED, actor=actor, reason="f4_subject_confirmed_update",
-                   verification=VERIFY.SUBJECT_CONFIRMED,
-                   evidence={"superseded_by": str(item.pk)})
-        close_open_work(old, status=V.Status.RESOLVED, resolution="superseded", by=actor)
-        drop_derived_rows([old.pk])
+        _supersede_contradicted(old, by=item, actor=actor, reason="f4_subject_confirmed_update",
+                                verification=VERIFY.SUBJECT_CONFIRMED)
+
+
+def _settle_contradictions(item: Knowledge) -> int:
+    """Both claims of each unsettled contradiction against `item` stand: reads stop
+    marking it (the relation stays as history)."""
+    from knowledge.models import Relation
+
+    return Relation.objects.filter(type=Relation.Type.CONTRADICTS, settled_at__isnull=True,
+                                   target=item).update(settled_at=timezone.now())
+
+
+def _supersede_contradicted(old: Knowledge, *, by: Knowledge, actor: Peer, reason: str,
+                            verification: str, evidence: dict[str, Any] | None = None,
+                            answered: PeerQuestion | None = None) -> Knowledge:
+    """`old` is outdated by `by`, a claim that said otherwise: superseded, linked for
+    lineage, its open work closed and the contradiction settled."""
+    from knowledge.models import Relation
+
+    if by.supersedes_id is None:
+        Knowledge.objects.filter(pk=by.pk).update(supersedes=old)
+        by.supersedes_id = old.pk
+    Relation.objects.get_or_create(account_id=by.account_id, source=by, target=old,
+                                   type=Relation.Type.SUPERSEDES)
+    Relation.objects.filter(type=Relation.Type.CONTRADICTS, settled_at__isnull=True).filter(
+        Q(source=by, target=old) | Q(source=old, target=by)).update(settled_at=timezone.now())
+    old = transition(old, lifecycle.SUPERSEDED, actor=actor, reason=reason,
+                     verification=verification,
+                     evidence={**(evidence or {}), "superseded_by": str(by.pk)})
+    close_open_work(old, status=V.Status.RESOLVED, resolution="superseded", by=actor,
+                    answered=answered)
+    drop_derived_rows([old.pk])
+    return old
+
+
+def _newest_contradicting(item: Knowledge) -> Knowledge | None:
+    """The newest current claim that says otherwise than `item` (an unsettled
+    contradiction with `item` the older side)."""
+    return (Knowledge.objects.filter(
+        relations_out__target=item, relations_out__type="contradicts",
+        relations_out__settled_at__isnull=True, state__in=sorted(lifecycle.CURRENT))
+        .order_by("-relations_out__created_at").first())
 
 
 @transaction.atomic
@@ -375,6 +412,7 @@ ANSWERS = {
     Q_.Kind.CONFIRMATION: ("yes", "no"),
     Q_.Kind.REVALIDATION: ("yes", "no"),
     Q_.Kind.CONSENT: ("consent", "decline"),
+    Q_.Kind.CONTRADICTION: ("yes", "no"),
 }
 
 
@@ -414,6 +452,19 @@ def question_answer(*, question: PeerQuestion, actor: Peer, answer: str) -> Peer
         _resolve(q.validation, resolution=resolution, by=actor)
         close_open_work(item, status=V.Status.RESOLVED, resolution=resolution, by=actor,
                         kinds=[V.Kind.CONFIRMATION, V.Kind.REVALIDATION], answered=q)
+    elif q.kind == Q_.Kind.CONTRADICTION:
+        # "Is this still true?" of the older claim: yes keeps both, no lets the newer
+        # one supersede it.
+        newer = _newest_contradicting(item)
+        if item.state not in CORRECTABLE or q.validation.status != V.Status.OPEN:
+            raise _conflict("question_moot", f"the statement is now {item.state}")
+        if answer == "yes" or newer is None:
+            _settle_contradictions(item)
+            _resolve(q.validation, resolution="contradiction_keep", by=actor)
+        else:
+            item = _supersede_contradicted(
+                item, by=newer, actor=actor, reason="f4_subject_confirmed_update",
+                verification=VERIFY.SUBJECT_CONFIRMED, evidence=evidence, answered=q)
     else:
         if item.state != lifecycle.HELD or q.validation.status != V.Status.OPEN:
             raise _conflict("question_moot", "this promotion is no longer waiting for consent")
@@ -568,8 +619,9 @@ def knowledge_correct(*, item: Knowledge, actor: Peer, statement: str,
 def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
                           note: str = "") -> Knowledge:
     """A curator settles a contradiction review on a current row: "keep" it (the review
-    closes, the contradicts relation stays as history) or "retire" it (superseded,
-    f4_contradiction_resolved)."""
+    closes, the contradicts relation stays as settled history and reads stop marking the
+    row possibly outdated) or "retire" it (superseded by the newest claim that says
+    otherwise, f4_contradiction_resolved)."""
     _require_curator(actor)
     if outcome not in {"keep", "retire"}:
         raise ApplicationError("invalid_outcome", "outcome is 'keep' or 'retire'")
@@ -577,12 +629,21 @@ def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
     review = _open_validation(item, V.Kind.CONTRADICTION)
     if review is None:
         raise _conflict("no_contradiction", "this statement has no open contradiction review")
+    evidence = {"validation": str(review.pk), "note": note}
+    newer = _newest_contradicting(item)
+    if outcome == "retire" and newer is not None:
+        _resolve(review, resolution=f"contradiction_{outcome}", by=actor, note=note)
+        return _supersede_contradicted(item, by=newer, actor=actor,
+                                       reason="f4_contradiction_resolved",
+                                       verification=VERIFY.CURATOR_REJECTED,
+                                       evidence=evidence)
     if outcome == "retire":
         item = transition(item, lifecycle.SUPERSEDED, actor=actor,
                           reason="f4_contradiction_resolved",
-                          verification=VERIFY.CURATOR_REJECTED,
-                          evidence={"validation": str(review.pk), "note": note})
+                          verification=VERIFY.CURATOR_REJECTED, evidence=evidence)
         drop_derived_rows([item.pk])
+    else:
+        _settle_contradictions(item)  # both stand: reads stop marking it
     _resolve(review, resolution=f"contradiction_{outcome}", by=actor, note=note)
     return item
 

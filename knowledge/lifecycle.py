@@ -105,7 +105,8 @@ STATES: dict[str, State] = {
         State(SUPERSEDED, "Replaced by a later statement and kept as history.",
               "A curator edit or merge, a subject's correction, a newer claim on the same "
               "attribute from the same source or the subject (an older claim arriving late "
-              "is retired at once), document revision, consolidation or deduction "
+              "is retired at once), a contradiction settled for the newer claim (see "
+              "Possibly outdated), document revision, consolidation or deduction "
               "replacement.",
               "Human governance, document sync or dream-time worker.", "terminal",
               _v(True, True, True, True), "no", "none", "missing",
@@ -216,6 +217,8 @@ REASON_SENTENCES: dict[str, str] = {
     "f4_document_source_removed": "Its document stopped supporting it.",
     # Curator review reasons (Validation.reason) that are not state reasons.
     "f4_update_contradicted": "A newer claim from someone else contradicts it.",
+    "f4_update_uncertain": "A newer claim may replace it; its subject (or, for shared "
+                           "facts, a curator) decides.",
 }
 
 
@@ -625,6 +628,32 @@ def operator_table_markdown() -> str:
         "their own rows in any scope; another subject's `provisional` row stays hidden "
         "even from curators and administrators.",
         "",
+        "## Possibly outdated",
+        "",
+        "A newer claim that says otherwise about the same attribute of the same subject "
+        "supersedes the current one at intake only when the update rule is sure (the same "
+        "source or the subject, a known frame or change wording; see `superseded`). When "
+        "it is not sure (a new value named in words no frame knows, \u201cPicked up a Mazda "
+        "3\u201d after \u201cI drive a Honda Civic\u201d), or when someone other than the "
+        "source says otherwise, both stay current and a `contradicts` relation links the "
+        "newer claim (by when it was said) to the older one. Until the pair is settled, "
+        "every read the reader may see both in (search, context, ask, the stable profile, "
+        "the knowledge listing and detail, and the MCP tools over them) puts the newer "
+        "claim first and gives the older one `possibly_outdated`: the newer claim's id "
+        "(`null` otherwise). Rendered text says it too: a context line, or a line of a "
+        "model-free answer, ends in `(possibly outdated: see ID)` with the newer claim's "
+        "id. A reader who may not see the newer "
+        "claim (someone else's provisional claim about you) sees no mark.",
+        "",
+        "Settling: about a person, the subject gets a `contradiction` question on the older "
+        "claim (\u201cIs this still true?\u201d); `no` supersedes it by the newer "
+        "(`f4_subject_confirmed_update`), `yes` keeps both. Confirming someone else's "
+        "newer claim about you retires the older one the same way. Shared facts, and a "
+        "subject's question left unanswered past its deadline, go to the curator queue "
+        "(`state=contradiction`): `retire` supersedes the older claim by the newer "
+        "(`f4_contradiction_resolved`), `keep` keeps both. Once kept, the relation stays "
+        "as settled history and reads stop marking it.",
+        "",
         "## Readiness",
         "",
         "`GET /api/v1/readiness` (and the readiness panel of the console's scope page) "
@@ -653,6 +682,6 @@ def operator_table_markdown() -> str:
     for code, sentence in REASON_SENTENCES.items():
         states = ", ".join(f"`{n}`" for n in leads_to.get(code, []))
         lines.append(f"| <a id=\"{code}\"></a>`{code}` | {sentence} "
-                     f"| {states or 'a curator review'} |")
+                     f"| {states or 'a review'} |")
     lines.append("")
     return "\n".join(lines)

@@ -413,6 +413,10 @@ class Relation(AccountOwned):
     type = models.CharField(max_length=20, choices=Type.choices)
     confidence = models.FloatField(default=1.0)
     created_at = models.DateTimeField(default=timezone.now)
+    # A `contradicts` edge points from the newer claim (by when it was said) to the older
+    # one. Reads mark the older `possibly_outdated` until the pair is settled: the subject
+    # or a curator keeps both (settled_at set) or supersedes the older one.
+    settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "memhouse_relation"

@@ -79,7 +79,7 @@ CANDIDATE: dict[str, Any] = {
     "scope": "/demo", "kind": "event", "level": "peer", "state": "active",
     "confidence": 0.9, "sensitivity": "internal",
     "relevant_from": "2023-05-07T00:00:00+00:00", "relevant_until": "2023-05-08T00:00:00+00:00",
-    "inserted_at": NOW, "when": "7 May 2023", "fusion_score": 0.97,
+    "inserted_at": NOW, "when": "7 May 2023", "possibly_outdated": None, "fusion_score": 0.97,
     "scores": {"semantic": {"raw": 0.71, "normalized": 1.0, "rank": 1, "contribution": 1.0},
                "lexical": {"raw": 1.1, "normalized": 1.0, "rank": 1, "contribution": 1.0}},
 }
@@ -100,7 +100,7 @@ RETRIEVAL: dict[str, Any] = {
 TURN = "I went to a LGBTQ support group yesterday and it was so powerful."
 CITATION: dict[str, Any] = {"id": K1, "type": "knowledge", "statement": STATEMENT, "kind": "event",
             "scope": "/demo", "subject_peer_key": "caroline", "confidence": 0.9,
-            "state": "active", "when": "7 May 2023",
+            "state": "active", "possibly_outdated": None, "when": "7 May 2023",
             "source_turn": f'[8 May 2023] Caroline: "{TURN}"'}
 
 VERSION: dict[str, Any] = {"document_id": DOC, "version": 1, "version_id": VER,
@@ -357,6 +357,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                            "scope": "/demo", "relevant_from": "2023-05-07T00:00:00+00:00",
                            "relevant_until": "2023-05-08T00:00:00+00:00",
                            "inserted_at": NOW, "when": "7 May 2023",
+                           "possibly_outdated": None,
                            "source": {"message_id": MSG, "speaker": "Caroline",
                                       "said_at": "2023-05-08T13:56:00+00:00",
                                       "excerpt": TURN}}],
@@ -374,7 +375,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                            "subject_peer_key": "caroline",
                                            "scope": "/demo", "relevant_from": None,
                                            "relevant_until": None, "inserted_at": NOW,
-                                           "when": "said 9 May 2023"}]}],
+                                           "when": "said 9 May 2023",
+                                           "possibly_outdated": None}]}],
             "projection_cache_hit": False, "fast_fallback": True,
             "projections": {"required": 3, "reused": 0, "missing": 3, "dirty": 0,
                             "stale": 0, "local_cache_hits": 0, "loaded_from_database": 0},
@@ -405,7 +407,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                          "kind": "fact", "scope": "/demo", "confidence": 0.9,
                          "relevant_from": None, "relevant_until": None,
                          "when": "said 8 May 2023",
-                         "source_ids": [MSG], "contradicts": []}],
+                         "source_ids": [MSG], "contradicts": [],
+                         "possibly_outdated": None}],
             "conflicts": [], "rebuilt_at": "2026-12-01T10:00:00Z",
             "allowlist": {"kinds": ["fact", "relation", "skill"],
                           "sensitivities": ["public", "internal"], "direct_only": True,
@@ -507,14 +510,14 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_knowledge_list": {
         "status": 200,
         "query": {"peer_key": "caroline", "scope": "/demo", "state": "active", "limit": 2},
-        "response": {"items": [knowledge(verification="gate_keep")],
+        "response": {"items": [knowledge(verification="gate_keep", possibly_outdated=None)],
                      "next_cursor": "MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwzZjBiNmMxZQ",
                      "reader_posture": "peer"},
     },
     "v1_knowledge_retrieve": {
         "status": 200,
         "query": {"peer_key": "caroline"},
-        "response": {"knowledge": knowledge(verification="gate_keep"),
+        "response": {"knowledge": knowledge(verification="gate_keep", possibly_outdated=None),
                      "reader_posture": "peer"},
     },
     "v1_me_knowledge_retrieve": {

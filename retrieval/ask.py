@@ -69,7 +69,7 @@ from knowledge.models import Scope
 from knowledge.selectors import scope_ancestors, visible_knowledge
 from memhouse.llm import ChatProvider, ProviderError, get_provider
 from memhouse.principal import Reader
-from retrieval import engine, source_recall
+from retrieval import conflicts, engine, source_recall
 from retrieval import evidence as evidence_mod
 from retrieval.lexical import analyze
 from retrieval.lineage import related_ids
@@ -132,10 +132,13 @@ class Evidence:
             item["source_turn"] = self.source
         if self.follow_up:
             item["follow_up_turn"] = self.follow_up
+        if self.data.get(conflicts.FIELD):
+            item[conflicts.FIELD] = self.data[conflicts.FIELD]
         return item
 
     def answer_line(self) -> str:
-        line = f"[{self.when}] {self.text}" if self.when else self.text
+        text = self.text + conflicts.suffix(self.data.get(conflicts.FIELD))
+        line = f"[{self.when}] {text}" if self.when else text
         shown = ([f"source: {self.source}"] if self.source else []) + (
             [f"then {self.follow_up}"] if self.follow_up else [])
         return f"{line} ({'; '.join(shown)})" if shown else line
@@ -157,7 +160,7 @@ def _knowledge_evidence(c: dict[str, Any], origin: str, base_rank: int | None = 
                         ) -> Evidence:
     data = {"statement": c["statement"], "kind": c["kind"], "scope": c["scope"],
             "subject_peer_key": c["subject_peer_key"], "confidence": c["confidence"],
-            "state": c["state"]}
+            "state": c["state"], conflicts.FIELD: c.get(conflicts.FIELD)}
     return Evidence(c["id"], "knowledge", c["statement"], origin, data, base_rank,
                     when=c.get("when"))
 
@@ -238,7 +241,8 @@ ANSWER_SYSTEM = (
     "what those items make most probable; never add outside knowledge. Cite the ids of the "
     "items you relied on in `citations`. Report `answer_confidence`, an integer from 0 to "
     "100, for your own certainty: below 50 means the evidence only weakly supports the "
-    "answer."
+    "answer. An item with `possibly_outdated` is an older claim that the item it names "
+    "says otherwise about: prefer the newer one."
 )
 
 
@@ -623,6 +627,11 @@ def _ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
             "tool_calls": planner.log,
             "new_evidence": sum(1 for e in evidence if e.origin != "base"),
         })
+    # What the tools found beyond search carries its possibly_outdated mark too (conflicts).
+    found = [e for e in evidence if e.type == "knowledge" and e.origin != "base"]
+    marks = conflicts.outdated_by(reader=reader, scope_ids=scope_ids, ids=[e.id for e in found])
+    for e in found:
+        e.data[conflicts.FIELD] = marks.get(e.id)
     empty_reason = "no_relevant_evidence" if result.candidates else "no_candidates"
     answer = _answer(provider, query, evidence, empty_reason=empty_reason)
     retrieval = {k: v for k, v in result.as_dict().items() if k != "candidates"}

@@ -35,7 +35,7 @@ from typing import Any
 from knowledge.models import Peer, Scope, Session
 from knowledge.selectors import scope_ancestors
 from memhouse.principal import Reader
-from retrieval import engine, entity_cards, evidence
+from retrieval import conflicts, engine, entity_cards, evidence
 from retrieval.lexical import analyze, normalize_term
 from retrieval.profiles import resolve_profile
 from retrieval.projections import Audience, Key, Kind, load
@@ -89,6 +89,7 @@ def _entry_from_candidate(c: dict[str, Any]) -> dict[str, Any]:
         "subject_peer_key": c["subject_peer_key"], "scope": c["scope"],
         "relevant_from": _iso(c["relevant_from"]), "relevant_until": _iso(c["relevant_until"]),
         "inserted_at": _iso(c["inserted_at"]), "when": c["when"],
+        conflicts.FIELD: c.get(conflicts.FIELD),
     }
 
 
@@ -110,7 +111,8 @@ def _date_of(when: str) -> str:
 
 def _line(e: dict[str, Any]) -> str:
     when = e.get("when")
-    return f"- [{when}] {e['statement']}\n" if when else f"- {e['statement']}\n"
+    text = e["statement"] + conflicts.suffix(e.get(conflicts.FIELD))
+    return f"- [{when}] {text}\n" if when else f"- {text}\n"
 
 
 def _fit(sections: list[_Section], budget: int, turns: dict[str, evidence.Turn],
@@ -246,6 +248,13 @@ def get_context(*, reader: Reader, scope: Scope, session: Session | None = None,
     for k in cards:
         sections.append(_Section(f"scope_card:{k.scope_id}", f"Scope {path_of[k.scope_id]}",
                                  _relevant(entries_of([k]), terms)))
+    # The lines search did not rank carry their marks too (one query, conflicts).
+    ranked = {c["id"] for c in head} if retrieval is not None else set()
+    marks = conflicts.outdated_by(reader=reader, scope_ids=scope_ids, ids={
+        e["id"] for sec in sections for e in sec.entries if e["id"] not in ranked})
+    for sec in sections:
+        sec.entries = (sec.entries if sec.name == "knowledge" and retrieval is not None
+                       else conflicts.mark([dict(e) for e in sec.entries], marks))
     said = evidence.said_at_of(e["id"] for sec in sections for e in sec.entries
                                if "when" not in e)
     for sec in sections:

@@ -36,7 +36,7 @@ from knowledge.scope_relations import linked_scopes
 from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader
 from memhouse.tenancy import set_account
-from retrieval import evidence, fusion
+from retrieval import conflicts, evidence, fusion
 from retrieval import rerank as reranker
 from retrieval.lexical import ANALYZER_VERSION, analyze
 from retrieval.profiles import QUERY_DEPENDENT, Profile, allowed
@@ -310,6 +310,11 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
                                         allowance_ms=reserved, lists=fused_lists)
     page_items = fused[offset: offset + limit]
     candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
+    # Of two claims that say otherwise, the newer first and the older marked (conflicts).
+    candidates = conflicts.mark(candidates, conflicts.outdated_by(
+        reader=reader, ids=[c["id"] for c in candidates], scope_ids=read_ids, at=now))
+    for position, c in enumerate(candidates):
+        c["rank"] = offset + position + 1
     elapsed = (time.monotonic() - started) * 1000
     return SearchResult(
         candidates=candidates,

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from knowledge import presenters, selectors
 from knowledge.models import Knowledge
 from memhouse.principal import Principal, Reader, principal_of
+from retrieval import conflicts
 
 
 def _as_subject(principal: Principal, reader: Reader) -> bool:
@@ -64,7 +65,12 @@ class KnowledgeListApi(APIView):
             reader=reader, scope=scope, states=states, as_subject=as_subject,
             kind=v.get("kind"), subject_key=v.get("subject"),
             updated_since=v.get("updated_since"), cursor=v.get("cursor"), limit=v["limit"])
-        return Response({"items": [presenters.knowledge_out(k) for k in page.items],
+        # The listing keeps its keyset order; an older claim of an unsettled pair says
+        # which newer one the reader may see instead (retrieval.conflicts).
+        marks = conflicts.outdated_by(reader=reader, ids=[k.pk for k in page.items])
+        return Response({"items": [{**presenters.knowledge_out(k),
+                                    conflicts.FIELD: marks.get(str(k.pk))}
+                                   for k in page.items],
                          "next_cursor": page.next_cursor, "reader_posture": reader.posture})
 
 
@@ -81,5 +87,7 @@ class KnowledgeDetailApi(APIView):
                                       peer_key=data.validated_data.get("peer_key"))
         item = selectors.knowledge_listed(reader=reader, knowledge_id=knowledge_id,
                                           as_subject=_as_subject(principal, reader))
-        return Response({"knowledge": presenters.knowledge_out(item),
+        marks = conflicts.outdated_by(reader=reader, ids=[item.pk])
+        return Response({"knowledge": {**presenters.knowledge_out(item),
+                                       conflicts.FIELD: marks.get(str(item.pk))},
                          "reader_posture": reader.posture})

@@ -15,8 +15,10 @@ reader, selected in SQL through the reader's visibility filters:
 * backed by at least one live source (a message, or a version not tombstoned).
 
 Contradictory claims (a `contradicts` relation between two entries) are kept side by
-side, adjacent in the list and grouped in `conflicts`. Each entry links its governed
-knowledge id and its direct source ids; consumers cite the knowledge, not the profile.
+side, adjacent in the list and grouped in `conflicts`; while the pair is unsettled the
+newer claim comes first and the older carries `possibly_outdated` (retrieval.conflicts).
+Each entry links its governed knowledge id and its direct source ids; consumers cite the
+knowledge, not the profile.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from knowledge import lifecycle
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation, Scope
 from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.principal import Reader, ancestor_paths
-from retrieval import evidence
+from retrieval import conflicts, evidence
 
 STABLE_KINDS = (Knowledge.Kind.FACT, Knowledge.Kind.RELATION, Knowledge.Kind.SKILL)
 STABLE_SENSITIVITIES = (Knowledge.Sensitivity.PUBLIC, Knowledge.Sensitivity.INTERNAL)
@@ -124,11 +126,14 @@ def stable_profile(*, reader: Reader, scope: Scope | None = None) -> dict[str, A
     for k in rows:
         groups.setdefault(find(k.id), []).append(k)
     said = evidence.said_at_of(str(k.id) for k in rows)
+    # An unsettled pair: the newer claim first, the older marked (retrieval.conflicts).
+    marks = conflicts.outdated_by(reader=reader, ids=ids)
     entries: list[dict[str, Any]] = []
-    conflicts: list[list[str]] = []
-    for members in groups.values():
+    groups_out: list[list[str]] = []
+    for group in groups.values():
+        members = conflicts.newer_first(group, marks, id_of=lambda k: str(k.id))
         if len(members) > 1:
-            conflicts.append([str(k.id) for k in members])
+            groups_out.append([str(k.id) for k in members])
         for k in members:
             entries.append({
                 "knowledge_id": str(k.id), "statement": k.statement, "kind": k.kind,
@@ -137,13 +142,14 @@ def stable_profile(*, reader: Reader, scope: Scope | None = None) -> dict[str, A
                 "when": evidence.when_of(k, said),
                 "source_ids": sources[k.id],
                 "contradicts": sorted(str(o) for o in contradicts[k.id]),
+                conflicts.FIELD: marks.get(str(k.id)),
             })
     peer_key = Peer.objects.filter(pk=reader.peer_id).values_list("key", flat=True).first()
     return {
         "peer_key": peer_key,
         "scope": scope.path if scope is not None else None,
         "entries": entries,
-        "conflicts": conflicts,
+        "conflicts": groups_out,
         "rebuilt_at": timezone.now(),
         "allowlist": {"kinds": list(STABLE_KINDS), "sensitivities": list(STABLE_SENSITIVITIES),
                       "direct_only": True, "source_backed": True},

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from governance import belief_time
 from governance.intake.gates import NORMALISED_SQL, PIPELINE, normalised
-from governance.intake.supersession import settle_update
+from governance.intake.supersession import may_conflict, settle_update
 from knowledge import audit, lifecycle
 from knowledge.ingest.dead_letter import describe
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
@@ -420,7 +420,8 @@ class BatchPlacer:
         if item.state in self.reviews:
             self.reviews[item.state].append(item)  # opened in finish(), all in one go
         if item.state in (lifecycle.ACTIVE, lifecycle.PROVISIONAL) and (
-                claim.replaces is not None or is_candidate(item.statement)):
+                claim.replaces is not None or is_candidate(item.statement)
+                or may_conflict(item.statement, names)):
             if claim.replaces is not None:
                 self.flush()  # a model named the row: read it back as written
             # The rule reads the pending rows in memory; an update found writes them first.

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -672,6 +672,17 @@ def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
             return Update(old=named, slot="model", cosine=1.0, cue=True)
     if not is_candidate(item.statement):
         return None  # most claims: no query at all
+    candidates = _candidates(item, recent)
+    found = best_update(item.statement, [c.statement for c in candidates], names=names)
+    if found is None:
+        return None
+    index, slot, cosine, cue = found
+    return Update(old=candidates[index], slot=slot, cosine=cosine, cue=cue)
+
+
+def _candidates(item: Knowledge, recent: Sequence[Knowledge]) -> list[Knowledge]:
+    """Current rows about `item`'s subject in its scope, newest first, the batch's
+    pending ones (not yet written) before the stored ones."""
     pending = sorted((row for row in recent
                       if row.pk != item.pk and row.scope_id == item.scope_id
                       and row.subject_peer_id == item.subject_peer_id
@@ -684,11 +695,184 @@ def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
                                  state__in=CANDIDATE_STATES)
         .exclude(pk__in=[item.pk, *pending_pks])
         .order_by("-inserted_at")[:max(0, CANDIDATE_LIMIT - len(pending))])]
-    found = best_update(item.statement, [c.statement for c in candidates], names=names)
+    return candidates
+
+
+# --- not sure it is an update: a contradiction read time settles --------------------------
+#
+# The rule above supersedes only when it is sure. A claim that names a new value for an
+# attribute a current row holds one value of ("Sam picked up a Mazda 3" after "Sam drives
+# a Honda Civic"; "Tom Reyes is Sam's boss" after "Sam's manager is Helen Cho") but says
+# so in words no frame knows is a *contradiction*: both stay current, a `contradicts`
+# relation points from the newer (by when it was said) to the older, reads put the newer
+# first and mark the older `possibly_outdated` (retrieval.conflicts), and the subject
+# (their own facts) or a curator (shared facts) is asked to settle it.
+CONFLICT_MIN_COSINE = 0.5
+CONTRADICTION_WINDOW = timedelta(days=14)  # the subject's question, as a confirmation's
+# A value is named: a proper name or a number. A capital that only starts a sentence or
+# a quoted clause ("Time flies", "Caroline said Family moments...") names nothing.
+_NAME_TOKEN = r"(?:(?-i:[A-Z])(?:[a-z]{0,2}\.(?= )|[\w&'-]*[\w&])|\d[\w:.-]*\w|\d)"
+_NAMED = re.compile(rf"(?<![\w'@.-]){_NAME_TOKEN}(?: {_NAME_TOKEN})*")
+_CLAUSE_START = re.compile(r"(?:^|[.!?:;\"(\u2013\u2014-]\s*|\b(?:said|says|told \w+|that)\s+)"
+                           r"(?-i:[A-Z])[\w'-]*\s*$")
+_NOT_NAMES = _wordset("""i i'm i've i'd i'll the a an this that these those it they he she we
+you my our his her their its and but so or then also now today yesterday tomorrow
+monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs
+fri sat sun""")
+
+
+def _named(text: str, names: frozenset[str]) -> dict[str, str]:
+    """The named values of a claim, lower-cased -> as written, the subject's names left
+    out."""
+    body = claim_body(text)
+    name_words = {part for name in names for part in name.split()}
+    out: dict[str, str] = {}
+    for match in _NAMED.finditer(body):
+        words = match.group(0).split()
+        if len(words) == 1 and _CLAUSE_START.search(body[:match.start()] + words[0]) \
+                and not words[0][0].isdigit():
+            continue  # a sentence's first word, alone ("Time flies"; "Tom Reyes" stays)
+        kept = [w for w in words if w.lower().removesuffix("'s").strip(".'") not in name_words
+                and w.lower().strip(".'") not in _NOT_NAMES]
+        if kept:
+            phrase = " ".join(kept).removesuffix("'s").strip(".'")
+            out[phrase.lower()] = phrase
+    return out
+
+
+def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
+    """Could this claim contradict a current row? Only one that names something."""
+    return bool(_named(statement, names)) and not ADDITIVE.search(claim_body(statement))
+
+
+def _overrides(framed: str, other: str, names: frozenset[str]
+               ) -> tuple[str, str, list[str]] | None:
+    """(slot, old value as written, the other claim's new named values) when `other`
+    may name another value for a one-value attribute `framed` states: `framed` states it
+    of the subject itself (a SINGLE_SLOTS frame, its holder the subject) with a named
+    value, and `other` does not repeat that value but names something `framed` does
+    not."""
+    if _past_event(framed) or ADDITIVE.search(claim_body(other)):
+        return None
+    if slot_values(other, names):
+        # A claim with a frame of its own says which attribute it is about, and the
+        # update rule has already weighed it: "Priya's husband works at Google" or
+        # "Priya's favorite movie is Heat" is another attribute, not a new value.
+        return None
+    words = set(re.findall(r"[\w@.+'-]+", claim_body(other).lower()))
+    fresh = [v for k, v in _named(other, names).items() if k not in _named(framed, names)]
+    if not fresh:
+        return None
+    written = _named(framed, names)
+    event = _past_event(other)
+    for key, (value, holder) in slot_values(framed, names).items():
+        if holder not in ((), None):
+            continue  # "Sam's sister lives in Madrid" is not Sam's home
+        value_words = set(re.findall(r"[\w@.+'-]+", value.lower())) - _NOT_NAMES
+        if not value_words or value_words & words:
+            continue  # the other claim repeats (or refines) the value
+        # Something that happened ("went to Lisbon", "rented a Toyota for the trip") is
+        # no new home or car unless it names the attribute itself ("standup slides to
+        # 9:30" of "the standup is at 9am").
+        if event and not (":" in key and set(key.split(":", 1)[1].split()) <= words):
+            continue
+        # Only a named value ("Leeds", "Dr. Patel", "34"), not a description ("married",
+        # "to give kids a loving home"): a description has no other value to be replaced by.
+        as_written = [w for k, w in written.items() if set(k.split()) & value_words]
+        if as_written:
+            return key, " ".join(as_written), fresh
+    return None
+
+
+def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = frozenset(),
+                  said_later: frozenset[int] = frozenset()) -> tuple[int, str, float] | None:
+    """Pure part: which of `olds` (same subject, current, none of them an update the rule
+    is sure of) `statement` contradicts, as (index, slot, cosine), or None.
+
+    The old row states a one-value attribute with a named value that the new claim names
+    another value for (see _overrides), and the two claims are close. `said_later`:
+    indices of rows said after the new claim (it arrived late); for those the frame may
+    be on the new claim."""
+    if not may_conflict(statement, names):
+        return None
+    picked: list[tuple[int, str, str, list[str]]] = []
+    for index, old in enumerate(olds):
+        found = _overrides(old, statement, names) or (
+            _overrides(statement, old, names) if index in said_later else None)
+        if found is not None:
+            picked.append((index, *found))
+    if not picked:
+        return None
+    scores = cosines(statement, [olds[index] for index, _, _, _ in picked])
+    best: tuple[int, str, float] | None = None
+    for (index, key, _, _), cos in zip(picked, scores, strict=True):
+        if cos >= CONFLICT_MIN_COSINE and (best is None or cos > best[2]):
+            best = (index, key, round(cos, 4))
+    return best
+
+
+def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
+                  recent: Sequence[Knowledge] = ()) -> Update | None:
+    """The current row `item` contradicts without the rule being sure it is an update."""
+    if not may_conflict(item.statement, names):
+        return None
+    candidates = _candidates(item, recent)
+    olds = [c.statement for c in candidates]
+    found = best_conflict(item.statement, olds, names=names)
+    reverse = [n for n, c in enumerate(candidates)
+               if _overrides(item.statement, c.statement, names)] if found is None else []
+    at = said_at(item) if reverse else None
+    if at is not None:
+        # A framed claim arriving late: the stored rows said after it may name the newer
+        # value without a frame of their own.
+        after = set(Knowledge.objects.filter(pk__in=[candidates[n].pk for n in reverse])
+                    .annotate(at=Max("sources__message__occurred_at")).filter(at__gt=at)
+                    .values_list("pk", flat=True))
+        found = best_conflict(item.statement, olds, names=names, said_later=frozenset(
+            n for n in reverse if candidates[n].pk in after))
     if found is None:
         return None
-    index, slot, cosine, cue = found
-    return Update(old=candidates[index], slot=slot, cosine=cosine, cue=cue)
+    index, slot, cosine = found
+    return Update(old=candidates[index], slot=slot, cosine=cosine, cue=False)
+
+
+def _newer_older(a: Knowledge, b: Knowledge) -> tuple[Knowledge, Knowledge]:
+    """(newer, older) by when each was said; `a`, the claim just placed, wins a tie or an
+    unknown time (documents)."""
+    at_a, at_b = said_at(a), said_at(b)
+    if at_a is not None and at_b is not None and at_a < at_b:
+        return b, a
+    return a, b
+
+
+def record_contradiction(item: Knowledge, other: Knowledge, *, confidence: float,
+                         reason: str) -> Knowledge:
+    """Link the pair (newer -> older, `contradicts`) and ask someone to settle it: the
+    subject, when the older row is about a person (their own facts); else the curator
+    queue. Returns the older row. Call inside the transaction that placed `item`."""
+    from governance.models import Validation
+    from governance.questions import validation_with_question
+    from knowledge.models import Peer, Relation
+
+    newer, older = _newer_older(item, other)
+    _link(source=newer, target=older, type_=Relation.Type.CONTRADICTS, confidence=confidence)
+    note = f"contradicted by {newer.pk}"
+    human = older.subject_peer_id is not None and Peer.objects.filter(
+        pk=older.subject_peer_id, kind=Peer.Kind.HUMAN).exists()
+    if human:
+        from django.utils import timezone
+
+        validation_with_question(
+            older, kind=Validation.Kind.CONTRADICTION, reason=reason,
+            window=CONTRADICTION_WINDOW, now=timezone.now(),
+            text=f"Since then: \u201c{newer.statement}\u201d Is this still true?",
+            target_scope=older.scope, note=note)
+    else:
+        Validation.objects.get_or_create(
+            account_id=older.account_id, knowledge=older, kind=Validation.Kind.CONTRADICTION,
+            status=Validation.Status.OPEN,
+            defaults={"reason": reason, "target_scope": older.scope, "note": note})
+    return older
 
 
 def said_at(item: Knowledge) -> datetime | None:
@@ -741,7 +925,14 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
         return None  # held rows wait for a curator; rejected ones replace nothing
     update = find_update(item, names=names, replaces=replaces, recent=recent)
     if update is None:
-        return None
+        conflict = find_conflict(item, names=names, recent=recent)
+        if conflict is None:
+            return None
+        if before_write is not None:
+            before_write()
+        record_contradiction(item, conflict.old, confidence=conflict.cosine,
+                             reason="f4_update_uncertain")
+        return "contradiction"
     if before_write is not None:
         before_write()
     old = update.old
@@ -751,8 +942,11 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
     by_source = (item.subject_peer_id is not None and item.subject_peer_id in new_speakers) \
         or bool(new_speakers & old_speakers)
     if not by_source:
-        # Someone else says otherwise: nothing is retired silently.
-        _link(source=item, target=old, type_=Relation.Type.CONTRADICTS,
+        # Someone else says otherwise: nothing is retired silently. The new claim is
+        # provisional for the subject (whose confirmation retires the other, governance
+        # services); the current row goes to a curator.
+        newer, older = _newer_older(item, old)
+        _link(source=newer, target=older, type_=Relation.Type.CONTRADICTS,
               confidence=update.cosine)
         Validation.objects.get_or_create(
             account_id=old.account_id, knowledge=old, kind=Validation.Kind.CONTRADICTION,
