@@ -141,7 +141,9 @@ _ENDS_WITH_PREPOSITION = re.compile(r"\b(?:on|in|at|for|to|until|till)\s*$", re.
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|gonna|going\s+to|plan(?:s|ning|ned)?\s+(?:to|on)|hop(?:e|es|ing)\s+to"
     r"|about\s+to|intend(?:s|ing)?\s+to|looking\s+forward|can'?t\s+wait|cannot\s+wait|upcoming"
-    r"|scheduled|next|tomorrow|soon)\b",
+    r"|scheduled|next|tomorrow|soon"
+    # what one trains or prepares for lies ahead: "training for the half marathon in May"
+    r"|(?:training|preparing|prepping|getting\s+ready)\s+for)\b",
     re.I,
 )
 

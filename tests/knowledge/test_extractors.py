@@ -309,6 +309,11 @@ def test_kind_is_not_valid_time() -> None:
          d(2022, 6, 1), d(2022, 7, 1)),
         ("I will move to Berlin in June.", "Caroline will move to Berlin.",  # future
          d(2023, 6, 1), d(2023, 7, 1)),
+        # what one trains for lies ahead (said 8 May 2023); signing up is past itself
+        ("I'm training for a half marathon in March.",
+         "Caroline is training for a half marathon.", d(2024, 3, 1), d(2024, 4, 1)),
+        ("I signed up for a pottery course in April.", "Caroline signed up for a pottery "
+         "course.", d(2023, 4, 1), d(2023, 5, 1)),
         ("I'm flying to Rome on June 12.", "Caroline is flying to Rome.",
          d(2023, 6, 12), d(2023, 6, 13)),
         ("I started at Google on 3 January 2021.", "Caroline started at Google.",
