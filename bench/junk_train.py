@@ -214,6 +214,27 @@ def locomo_claims(turns: list[tuple[str, str]], speakers: dict[str, str]):
         recent.append((key, text))
 
 
+def evaluate(model: JunkClassifier, locomo: Path) -> None:
+    from governance.intake import junk
+
+    accepted = refused = 0
+    examples = []
+    for _, turns in locomo_conversations(locomo):
+        speakers = {speaker: speaker.lower() for speaker, _ in turns}
+        for statement, excerpt, message in locomo_claims(turns, speakers):
+            if junk.junk_reason(statement=statement, excerpt=excerpt, message_text=message):
+                continue
+            accepted += 1
+            if junk.learned_reason(
+                statement=statement, excerpt=excerpt, message_text=message, model=model
+            ):
+                refused += 1
+                examples.append(excerpt)
+    share = round(refused / max(accepted, 1), 5)
+    out = {"rules_accept": accepted, "classifier_refuses": refused, "share": share}
+    print(json.dumps({**out, "refused_excerpts": examples[:20]}, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "knowledge/ingest/junk_model.json"))
@@ -225,6 +246,13 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--max-fpr", type=float, default=0.001)
     ap.add_argument("--skip-locomo-claims", action="store_true")
+    ap.add_argument(
+        "--evaluate",
+        metavar="MODEL_JSON",
+        help="train nothing: score the LoCoMo dev claims the rules accept with this model "
+        "(the shipped one saw LoCoMo dev in training, so this is in-sample; the "
+        "out-of-fold figure of a training run is the honest one)",
+    )
     args = ap.parse_args()
 
     import os
@@ -235,6 +263,9 @@ def main() -> None:
     django.setup()  # the rule extractor reads settings; no database is touched
     from governance.intake import junk
 
+    if args.evaluate:
+        evaluate(JunkClassifier.load(args.evaluate), Path(args.locomo))
+        return
     t0 = time.time()
     texts, y, groups, extra = load(Path(args.corpus), Path(args.locomo))
     X = matrix(texts, args.buckets)
