@@ -373,19 +373,24 @@ def junk_reason(*, statement: str, excerpt: str, message_text: str,
 
 def learned_reason(*, statement: str, excerpt: str, message_text: str,
                    model: JunkClassifier | None = None) -> str | None:
-    """The learned model's reason to refuse a claim the rules accepted, or None.
+    """The learned model's reason to refuse a claim drawn from a message, or None.
 
     Judged on the speaker's words as the rules are: the claim's evidence span (its
     statement without attribution when there is none), and the whole message unless the
     span is a person speaking of themself ("I'm stuck, here is what pip says: ...").
+    Only messages: the model learned machine output against chat, and a document's
+    sentences (empty `message_text`; Markdown, commands, paths) are neither, so on the
+    project's own docs it would refuse a third of what the rules keep.
     `model`: the shipped one (knowledge/ingest/junk_model.json) unless given."""
+    if not message_text.strip():
+        return None
     from knowledge.ingest import junk_classifier
 
     judge = model.refuses if model is not None else junk_classifier.machine_output
     said = excerpt or claim_body(statement)
     if said.strip() and judge(said):
         return CLASSIFIER
-    if (message_text and message_text.strip() != said.strip()
-            and not _FIRST_PERSON.search(said) and judge(message_text)):
+    if (message_text.strip() != said.strip() and not _FIRST_PERSON.search(said)
+            and judge(message_text)):
         return CLASSIFIER
     return None

@@ -121,6 +121,22 @@ def test_chat_is_kept():
     assert refused == []
 
 
+def test_document_sentences_are_left_to_the_rules():
+    # Trained on chat against program output: a project's documentation (commands, paths,
+    # Markdown) is neither, so the model does not judge document sentences.
+    from datetime import UTC, datetime
+
+    from governance.intake.pipeline import document_claims
+
+    text = (ROOT / "README.md").read_text()
+    claims = document_claims(text, names={}, occurred_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert len(claims) > 50
+    for claim, excerpt in claims:
+        assert (
+            junk.learned_reason(statement=claim.statement, excerpt=excerpt, message_text="") is None
+        )
+
+
 # --- through the pipeline ------------------------------------------------------------
 
 
