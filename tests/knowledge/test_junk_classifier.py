@@ -109,6 +109,12 @@ LOCOMO_LIKE = [
     "My sister just moved to Seattle for a job at a startup.",
     "just got back from the farmers market with way too many peaches",
     "The new job is intense but my team is great",
+    # people talking shop, which the training chat (LoCoMo) has little of
+    "I moved the backup cron to 3am and bumped redis to 7.2 last night.",
+    "We migrated the billing service to Postgres 16 on Friday.",
+    "My laptop runs Arch with i3, 32GB RAM.",
+    "I pushed the fix to main, CI is green.",
+    "Set up my Raspberry Pi 5 as a Pi-hole yesterday.",
 ]
 
 
@@ -257,3 +263,23 @@ def test_an_agent_speaking_of_itself_is_unchanged(live_server, ops):
     )
     own = [k for k in rows if "helping" in k.statement]
     assert [(k.subject_peer.key, k.state) for k in own] == [("opsbot", "active")]
+
+
+@pipeline
+def test_what_the_user_said_themself_stays_theirs_when_the_agent_repeats_it(live_server, ops):
+    rows = _ingest(
+        live_server,
+        ops,
+        ("caroline", "I'm vegetarian."),
+        ("opsbot", "The user is vegetarian."),
+    )
+    # The agent's repeat joins the user's own active statement: no provisional copy.
+    current = [k for k in rows if k.state != "rejected"]
+    assert [(k.statement, k.subject_peer.key, k.state) for k in current] == [
+        ("Caroline is vegetarian.", "caroline", "active")
+    ]
+    assert {k.state_reason for k in rows if k.state == "rejected"} == {"f4_gate_a_duplicate"}
+    from memhouse.tenancy import account_context
+
+    with account_context(ops.account.id):
+        assert current[0].sources.count() == 2
