@@ -88,10 +88,12 @@ def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
     return item
 
 
-# How an agent speaks of the person it serves: "the user is ...", "User prefers ...",
-# "the user's daughter".
-_THE_USER = re.compile(r"\b(?:the\s+)?user(?=\b)(?!\s*(?:_|id\b|name\b|agent\b|interface\b"
-                       r"|account\b|table\b|data\b))", re.I)
+# How an agent speaks of the person it serves: "the user is ...", "User prefers ..." (a
+# clause that opens with it), "user's daughter"; not "a new user", "the user table".
+_THE_USER = re.compile(
+    r"(?:\bthe\s+user\b|^\W*user\b|\buser(?=['\u2019]s\b))"
+    r"(?!['\u2019]?s?\s*(?:id|name|agent|interface|account|table|data|base|group|list)s?\b)",
+    re.I)
 
 
 def agent_claim_about_user(claim: ExtractedClaim, *, excerpt: str, speaker: Peer,

@@ -143,6 +143,47 @@ def test_document_sentences_are_left_to_the_rules():
         )
 
 
+@pytest.mark.parametrize(
+    ("excerpt", "statement", "about_user"),
+    [
+        ("The user is a vegetarian", "Assistant said the user is a vegetarian.", True),
+        ("User prefers dark mode", "Assistant said User prefers dark mode.", True),
+        ("user's daughter is called Mia", "Assistant said user's daughter is called Mia.", True),
+        ("I created a new user for Sam", "Assistant created a new user for Sam.", False),
+        ("I cleaned up the user table", "Assistant cleaned up the user table.", False),
+        ("I love helping with plans", "Assistant loves helping with plans.", False),
+    ],
+)
+def test_which_agent_claims_are_about_the_user(excerpt, statement, about_user):
+    from datetime import UTC, datetime
+
+    from governance.intake.gates import agent_claim_about_user
+    from knowledge.ingest.extraction import ExtractedClaim
+    from knowledge.models import Peer
+
+    claim = ExtractedClaim(
+        statement=statement,
+        subject_peer_key="bot",
+        kind="fact",
+        confidence=0.8,
+        sensitivity="internal",
+        relevant_from=datetime(2026, 1, 1, tzinfo=UTC),
+        relevant_until=None,
+        self_observation=True,
+        source_message_id="m",
+        evidence_span=(0, len(excerpt)),
+    )
+    agent = Peer(key="bot", kind="agent", display_name="Assistant")
+    human = Peer(key="sam", kind="human", display_name="Sam")
+    placed = agent_claim_about_user(claim, excerpt=excerpt, speaker=agent, addressee=human)
+    assert (placed.subject_peer_key == "sam") is about_user
+    assert placed.self_observation is not about_user
+    if about_user:
+        assert "Sam" in placed.statement and "user" not in placed.statement.lower()
+    # A human saying "the user" is a person speaking of someone: nothing changes.
+    assert agent_claim_about_user(claim, excerpt=excerpt, speaker=human, addressee=agent) is claim
+
+
 # --- through the pipeline ------------------------------------------------------------
 
 
