@@ -12,7 +12,13 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from governance.intake.junk import claim_body, junk_reason, learned_reason
+from governance.intake.junk import (
+    CLASSIFIER,
+    claim_body,
+    junk_reason,
+    learned_evidence,
+    learned_reason,
+)
 from governance.models import Validation
 from governance.questions import validation_with_question
 from knowledge import lifecycle
@@ -65,6 +71,16 @@ def gate_a_refusal(item: Knowledge, *, excerpt: str = "", message_text: str = ""
     return None
 
 
+def refusal_evidence(refusal: str, item: Knowledge, *, excerpt: str = "",
+                     message_text: str = "") -> dict | None:
+    """The evidence a refusal records: the learned model's scores for its refusals (the
+    rules' reason code says why on its own)."""
+    if refusal != CLASSIFIER:
+        return None
+    return learned_evidence(statement=item.statement, excerpt=excerpt,
+                            message_text=message_text)
+
+
 def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
            names: frozenset[str] = frozenset()) -> Knowledge | None:
     """Keep the proposal, or reject it. Junk (machine output, pings, content-free
@@ -76,7 +92,9 @@ def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
     refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
     if refusal is not None:
         transition(item, lifecycle.REJECTED, actor=PIPELINE, reason=refusal,
-                   verification=Knowledge.Verification.GATE_REJECT)
+                   verification=Knowledge.Verification.GATE_REJECT,
+                   evidence=refusal_evidence(refusal, item, excerpt=excerpt,
+                                             message_text=message_text))
         return None
     original = find_duplicate(item)
     if original is not None:

@@ -394,3 +394,16 @@ def learned_reason(*, statement: str, excerpt: str, message_text: str,
             and judge(message_text)):
         return CLASSIFIER
     return None
+
+
+def learned_evidence(*, statement: str, excerpt: str, message_text: str) -> dict[str, float]:
+    """What a learned refusal records on the row's lifecycle event: the shipped model's
+    score of the claim's span and of its message, and the threshold they were held to."""
+    from knowledge.ingest import junk_classifier
+
+    model = junk_classifier.default()
+    said = excerpt or claim_body(statement)
+    return {"junk_model_score": round(model.score(said[:junk_classifier.MAX_CHARS]), 4),
+            "junk_model_message_score": round(
+                model.score(message_text[:junk_classifier.MAX_CHARS]), 4),
+            "junk_model_threshold": model.threshold}

@@ -441,13 +441,15 @@ class BatchPlacer:
               message_text: str, names: frozenset[str]) -> Knowledge | None:
         """One fresh row through Gate A, Gate B and the update rule; returns the row that
         carries the claim (the original for a duplicate), or None when rejected."""
-        from governance.intake.gates import gate_a_refusal, gate_b_placement
+        from governance.intake.gates import gate_a_refusal, gate_b_placement, refusal_evidence
         from governance.intake.supersession import is_candidate
 
         refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
         if refusal is not None:
-            self._move(lifecycle.Change(item, lifecycle.REJECTED, refusal,
-                                        Knowledge.Verification.GATE_REJECT))
+            self._move(lifecycle.Change(
+                item, lifecycle.REJECTED, refusal, Knowledge.Verification.GATE_REJECT,
+                evidence=refusal_evidence(refusal, item, excerpt=excerpt,
+                                          message_text=message_text)))
             return None
         original = self._duplicate_of(item)
         if original is not None:

@@ -248,7 +248,7 @@ pipeline = pytest.mark.django_db(transaction=True)
 
 @pipeline
 def test_a_refusal_by_the_model_is_on_the_row_with_its_reason_and_source(live_server, ops):
-    from knowledge.models import KnowledgeSource
+    from knowledge.models import KnowledgeSource, LifecycleEvent
     from memhouse.tenancy import account_context
 
     text = "Priority: optional"
@@ -262,6 +262,9 @@ def test_a_refusal_by_the_model_is_on_the_row_with_its_reason_and_source(live_se
     }
     with account_context(ops.account.id):  # kept as evidence, with its provenance
         assert KnowledgeSource.objects.filter(knowledge__in=rows).count() == len(rows)
+        event = LifecycleEvent.objects.get(knowledge=rows[0], to_state="rejected")
+    # and the model's score against its threshold on the decision
+    assert event.evidence["junk_model_score"] >= event.evidence["junk_model_threshold"]
 
 
 @pipeline
