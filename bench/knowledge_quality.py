@@ -275,6 +275,17 @@ def ingest_plan(data: dict[str, Any]) -> list[dict[str, Any]]:
     return plan + rounds[0] + rounds[1]
 
 
+def refused_by(m: dict[str, Any]) -> str:
+    """What took a junk message out of use: `kept` (it was not), `nothing_proposed` (no
+    statement drawn from it), `classifier` (Gate A's learned model, every refusal of it
+    f4_gate_a_classifier) or `rules` (Gate A's rules or another refusal)."""
+    if not m["ok"]:
+        return "kept"
+    if not m["reasons"]:
+        return "nothing_proposed"
+    return "classifier" if set(m["reasons"]) == {"f4_gate_a_classifier"} else "rules"
+
+
 def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
               ) -> dict[str, Any]:
     """Rates from the per-item results (see bench/README.md for the keys)."""
@@ -290,6 +301,9 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
         for m in group:
             by[m["category"]].append(m["ok"])
         out[label] = {c: {"n": len(v), "rate": rate(v)} for c, v in sorted(by.items())}
+    out["junk_by_mechanism"] = dict(sorted(Counter(refused_by(m) for m in junk).items()))
+    out["keep_refused_by_classifier"] = sum(
+        "f4_gate_a_classifier" in m["reasons"] for m in keep)
 
     def block(items: list[dict[str, Any]]) -> dict[str, Any]:
         res: dict[str, Any] = {"n": len(items)}
@@ -801,7 +815,8 @@ def main(argv: list[str] | None = None) -> int:
                        "ingest_errors": len(ingest_errors), "extraction": extraction,
                        "knowledge_rows_by_state": dict(all_states)},
             **{k: summary[k] for k in ("headline", "goal", "goals_met", "junk_rejected_rate",
-                                       "valid_kept_rate", "junk_by_category",
+                                       "valid_kept_rate", "junk_by_mechanism",
+                                       "keep_refused_by_classifier", "junk_by_category",
                                        "keep_by_category", "updates", "updates_all_cases",
                                        "updates_by_case", "updates_by_cue")},
             "lifecycle": common.lifecycle_report(account_id),

@@ -127,8 +127,8 @@ STATES: dict[str, State] = {
               _v(True, False, True, True), "no", "none", "missing",
               "verification and the gate / validation decision",
               ("f4_gate_a_noise", "f4_gate_a_duplicate", "f4_gate_a_unsupported",
-               "f4_gate_a_machine_output", "f4_gate_a_phatic", "f4_gate_a_fragment",
-               "f4_gate_b_restricted_unattended", "f4_curator_rejected",
+               "f4_gate_a_machine_output", "f4_gate_a_classifier", "f4_gate_a_phatic",
+               "f4_gate_a_fragment", "f4_gate_b_restricted_unattended", "f4_curator_rejected",
                "f4_contest_resolved_against", "f4_review_overdue", "f4_subject_denied_pending")),
         State(CONTESTED, "Disputed by its subject; waiting for a curator decision.",
               "The subject disputes a current statement.",
@@ -199,6 +199,8 @@ REASON_SENTENCES: dict[str, str] = {
     "f4_gate_a_unsupported": "Refused: its source does not support it.",
     "f4_gate_a_machine_output": "Refused as machine output (logs, metrics, payloads, "
                                 "stack traces).",
+    "f4_gate_a_classifier": "Refused as machine output by the learned junk model (output "
+                            "of a shape the rules do not describe).",
     "f4_gate_a_phatic": "Refused as an acknowledgement or a ping.",
     "f4_gate_a_fragment": "Refused as a fragment with no content of its own.",
     "f4_gate_b_restricted_unattended": "Withheld: restricted content, and nobody was there "

@@ -13,6 +13,8 @@ def message_refusal(text: str) -> str | None:
         return junk.MACHINE_OUTPUT
     if junk.phatic(text):
         return junk.PHATIC
+    if junk.learned_reason(statement="", excerpt=text, message_text=text):
+        return junk.CLASSIFIER
     return None
 
 

@@ -6,17 +6,25 @@ in the loop, so restricted statements are withheld rather than placed.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from governance.intake.junk import junk_reason
+from governance.intake.junk import (
+    CLASSIFIER,
+    claim_body,
+    junk_reason,
+    learned_evidence,
+    learned_reason,
+)
 from governance.models import Validation
 from governance.questions import validation_with_question
 from knowledge import lifecycle
+from knowledge.ingest.extraction import ExtractedClaim
 from knowledge.lifecycle import transition
-from knowledge.models import Knowledge
+from knowledge.models import Knowledge, Peer
 from knowledge.services import knowledge_merge_sources
 from memhouse.principal import Actor
 
@@ -54,7 +62,8 @@ def gate_a_refusal(item: Knowledge, *, excerpt: str = "", message_text: str = ""
     if len(_WORD.findall(item.statement)) < 2:
         return "f4_gate_a_noise"
     junk = junk_reason(statement=item.statement, excerpt=excerpt, message_text=message_text,
-                       names=names)
+                       names=names) or learned_reason(statement=item.statement,
+                                                      excerpt=excerpt, message_text=message_text)
     if junk is not None:
         return junk
     if item.source_count == 0:
@@ -62,17 +71,30 @@ def gate_a_refusal(item: Knowledge, *, excerpt: str = "", message_text: str = ""
     return None
 
 
+def refusal_evidence(refusal: str, item: Knowledge, *, excerpt: str = "",
+                     message_text: str = "") -> dict | None:
+    """The evidence a refusal records: the learned model's scores for its refusals (the
+    rules' reason code says why on its own)."""
+    if refusal != CLASSIFIER:
+        return None
+    return learned_evidence(statement=item.statement, excerpt=excerpt,
+                            message_text=message_text)
+
+
 def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
            names: frozenset[str] = frozenset()) -> Knowledge | None:
     """Keep the proposal, or reject it. Junk (machine output, pings, content-free
-    fragments; see governance.intake.junk) is rejected with its reason and keeps its
+    fragments by rule, then machine output by the learned model; see
+    governance.intake.junk) is rejected with its reason and keeps its
     provenance as decision evidence. A duplicate's provenance joins the original, so
     repeating a fact raises its independent-source count instead of adding a row.
     Returns the row that now carries the claim, or None when it was rejected."""
     refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
     if refusal is not None:
         transition(item, lifecycle.REJECTED, actor=PIPELINE, reason=refusal,
-                   verification=Knowledge.Verification.GATE_REJECT)
+                   verification=Knowledge.Verification.GATE_REJECT,
+                   evidence=refusal_evidence(refusal, item, excerpt=excerpt,
+                                             message_text=message_text))
         return None
     original = find_duplicate(item)
     if original is not None:
@@ -82,6 +104,36 @@ def gate_a(item: Knowledge, *, excerpt: str = "", message_text: str = "",
                    evidence={"duplicate_of": str(original.pk)})
         return original
     return item
+
+
+# How an agent speaks of the person it serves: "the user is ...", "User prefers ..." (a
+# clause that opens with it), "user's daughter"; not "a new user", "the user table".
+_THE_USER = re.compile(
+    r"(?:\bthe\s+user\b|^\W*user\b|\buser(?=['\u2019]s\b))"
+    r"(?!['\u2019]?s?\s*(?:id|name|agent|interface|account|table|data|base|group|list)s?\b)",
+    re.I)
+
+
+def agent_claim_about_user(claim: ExtractedClaim, *, excerpt: str, speaker: Peer,
+                           addressee: Peer | None) -> ExtractedClaim:
+    """An agent's claim about "the user" is the user's to confirm, never a fact.
+
+    The extractor reads "The user is a vegetarian" from an agent as the agent speaking of
+    itself (a self-observation, so Gate B would make it active). It is a claim about the
+    person the agent serves, with nothing that person said behind it: about the
+    conversation's human listener (provisional for them, with a confirmation question;
+    "the user" becomes their name), or, when there is no such listener, about nobody
+    known (held for a curator)."""
+    if (speaker.kind != Peer.Kind.AGENT or not claim.self_observation
+            or not _THE_USER.search(excerpt)):
+        return claim
+    if addressee is None or addressee.kind != Peer.Kind.HUMAN:
+        return dataclasses.replace(claim, subject_peer_key=None, self_observation=False)
+    name = addressee.display_name or addressee.key
+    body = _THE_USER.sub(name, claim_body(claim.statement))
+    body = body[:1].upper() + body[1:]
+    return dataclasses.replace(claim, statement=body, subject_peer_key=addressee.key,
+                               self_observation=False)
 
 
 def gate_b_placement(item: Knowledge, *, self_observation: bool) -> lifecycle.Change:

@@ -12,6 +12,10 @@ as decision evidence):
   no changes.", "Sam is done."), or says only that something is shown or liked without
   saying what ("Sam said here's a pic.", "Sam is a fan.").
 
+Behind these rules (a high-precision first pass), ``learned_reason`` asks a linear model
+trained on real program output against human chat (knowledge.ingest.junk_classifier):
+``f4_gate_a_classifier`` is machine output of a shape no rule describes.
+
 Written by hand rather than with an NLP library: the signals are structural (does it parse
 as JSON, does a line start with a timestamp and a log level, is it a Python or Java
 trace) plus short word lists, and no packaged model classifies machine output. A
@@ -24,10 +28,15 @@ from __future__ import annotations
 import functools
 import json
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from knowledge.ingest.junk_classifier import JunkClassifier
 
 MACHINE_OUTPUT = "f4_gate_a_machine_output"
 PHATIC = "f4_gate_a_phatic"
 FRAGMENT = "f4_gate_a_fragment"
+CLASSIFIER = "f4_gate_a_classifier"
 
 _I = re.IGNORECASE
 _APOS = "'\u2019"  # straight and typographic apostrophes
@@ -370,3 +379,41 @@ def junk_reason(*, statement: str, excerpt: str, message_text: str,
             re.search(r"\d", body) and claim_body(statement) == statement):
         return FRAGMENT
     return None
+
+
+def learned_reason(*, statement: str, excerpt: str, message_text: str,
+                   model: JunkClassifier | None = None) -> str | None:
+    """The learned model's reason to refuse a claim drawn from a message, or None.
+
+    Judged on the speaker's words as the rules are: the claim's evidence span (its
+    statement without attribution when there is none), and the whole message unless the
+    span is a person speaking of themself ("I'm stuck, here is what pip says: ...").
+    Only messages: the model learned machine output against chat, and a document's
+    sentences (empty `message_text`; Markdown, commands, paths) are neither, so on the
+    project's own docs it would refuse a third of what the rules keep.
+    `model`: the shipped one (knowledge/ingest/junk_model.json) unless given."""
+    if not message_text.strip():
+        return None
+    from knowledge.ingest import junk_classifier
+
+    judge = model.refuses if model is not None else junk_classifier.machine_output
+    said = excerpt or claim_body(statement)
+    if said.strip() and judge(said):
+        return CLASSIFIER
+    if (message_text.strip() != said.strip() and not _FIRST_PERSON.search(said)
+            and judge(message_text)):
+        return CLASSIFIER
+    return None
+
+
+def learned_evidence(*, statement: str, excerpt: str, message_text: str) -> dict[str, float]:
+    """What a learned refusal records on the row's lifecycle event: the shipped model's
+    score of the claim's span and of its message, and the threshold they were held to."""
+    from knowledge.ingest import junk_classifier
+
+    model = junk_classifier.default()
+    said = excerpt or claim_body(statement)
+    return {"junk_model_score": round(model.score(said[:junk_classifier.MAX_CHARS]), 4),
+            "junk_model_message_score": round(
+                model.score(message_text[:junk_classifier.MAX_CHARS]), 4),
+            "junk_model_threshold": model.threshold}

@@ -21,7 +21,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from governance import belief_time
-from governance.intake.gates import NORMALISED_SQL, PIPELINE, normalised
+from governance.intake.gates import (
+    NORMALISED_SQL,
+    PIPELINE,
+    agent_claim_about_user,
+    normalised,
+)
 from governance.intake.supersession import may_conflict, settle_update
 from knowledge import audit, lifecycle
 from knowledge.ingest.dead_letter import describe
@@ -283,8 +288,13 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
             claims, extractor_id = extracted[msg.pk]
             if msg.scope_id not in policies:
                 policies[msg.scope_id] = belief_time.policy_for(msg.scope)
+            listener = peers.get(addressees[msg.pk] or "")
             for claim in claims:
                 outcome.proposed += 1
+                start, end = claim.evidence_span
+                excerpt = msg.text[start:end][:500]
+                claim = agent_claim_about_user(claim, excerpt=excerpt, speaker=msg.peer,
+                                               addressee=listener)
                 subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
                 if claim.subject_peer_key and subject is None:
                     continue  # the extractor named a peer that does not exist: never guess
@@ -292,8 +302,6 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
                     kind=claim.kind, sensitivity=claim.sensitivity, inserted_at=timezone.now(),
                     relevant_until=claim.relevant_until, said_at=msg.occurred_at,
                     statement=claim.statement)
-                start, end = claim.evidence_span
-                excerpt = msg.text[start:end][:500]
                 proposals.append(dict(
                     statement=claim.statement, scope=msg.scope, subject_peer=subject,
                     kind=claim.kind,
@@ -401,13 +409,15 @@ class BatchPlacer:
               message_text: str, names: frozenset[str]) -> Knowledge | None:
         """One fresh row through Gate A, Gate B and the update rule; returns the row that
         carries the claim (the original for a duplicate), or None when rejected."""
-        from governance.intake.gates import gate_a_refusal, gate_b_placement
+        from governance.intake.gates import gate_a_refusal, gate_b_placement, refusal_evidence
         from governance.intake.supersession import is_candidate
 
         refusal = gate_a_refusal(item, excerpt=excerpt, message_text=message_text, names=names)
         if refusal is not None:
-            self._move(lifecycle.Change(item, lifecycle.REJECTED, refusal,
-                                        Knowledge.Verification.GATE_REJECT))
+            self._move(lifecycle.Change(
+                item, lifecycle.REJECTED, refusal, Knowledge.Verification.GATE_REJECT,
+                evidence=refusal_evidence(refusal, item, excerpt=excerpt,
+                                          message_text=message_text)))
             return None
         original = self._duplicate_of(item)
         if original is not None:
