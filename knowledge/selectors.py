@@ -8,7 +8,7 @@ so nothing is post-filtered in Python.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from knowledge import lifecycle
+from knowledge import indexing, lifecycle
 from knowledge.models import (
     Document,
     DocumentVersion,
@@ -415,24 +415,6 @@ def version_processing(version: DocumentVersion) -> str:
     return QUEUED
 
 
-# Rows other apps derive from a processed source before a search finds it (retrieval's
-# vectors): the owning app registers how many of some statements and messages still wait
-# for them, so a write's `wait` ends when the write can be read back by meaning too, not
-# only by its words.
-IndexPending = Callable[[uuid.UUID, list[Any], list[Any]], int]
-_index_pending: list[IndexPending] = []
-
-
-def register_index_pending(count: IndexPending) -> None:
-    if count not in _index_pending:
-        _index_pending.append(count)
-
-
-def _derived_pending(account_id: uuid.UUID, *, knowledge_ids: list[Any],
-                     message_ids: list[Any]) -> int:
-    return sum(count(account_id, knowledge_ids, message_ids) for count in _index_pending)
-
-
 def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> int:
     """How many of these messages the pipeline has neither processed nor set aside, or,
     once none is left, how many of them and their statements are not indexed yet."""
@@ -440,11 +422,11 @@ def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> in
     waiting = Message.objects.filter(account_id=account_id, pk__in=ids,
                                      extracted_at__isnull=True,
                                      extraction_failed_at__isnull=True).count()
-    if waiting or not _index_pending:
+    if waiting or not indexing.registered():
         return waiting
     statements = list(KnowledgeSource.objects.filter(account_id=account_id, message_id__in=ids)
                       .values_list("knowledge_id", flat=True))
-    return _derived_pending(account_id, knowledge_ids=statements, message_ids=ids)
+    return indexing.pending(account_id, knowledge_ids=statements, message_ids=ids)
 
 
 def versions_pending(*, account_id: uuid.UUID, version_ids: Iterable[Any]) -> int:
@@ -456,12 +438,12 @@ def versions_pending(*, account_id: uuid.UUID, version_ids: Iterable[Any]) -> in
                                              tombstoned_at__isnull=True,
                                              processed_at__isnull=True,
                                              processing_failed_at__isnull=True).count()
-    if waiting or not _index_pending:
+    if waiting or not indexing.registered():
         return waiting
     statements = list(KnowledgeSource.objects.filter(account_id=account_id,
                                                      document_version_id__in=ids)
                       .values_list("knowledge_id", flat=True))
-    return _derived_pending(account_id, knowledge_ids=statements, message_ids=[])
+    return indexing.pending(account_id, knowledge_ids=statements, message_ids=[])
 
 
 def message_for_read(*, reader: Reader, message_id: uuid.UUID) -> Message:

@@ -20,7 +20,7 @@ class RetrievalConfig(AppConfig):
         # The minimal profile's recall copies follow every state change at once.
         register_refresh_hook(recall.on_knowledge_change, many=recall.on_knowledge_change_many)
         # A write's `wait` also waits for the vectors that make it searchable by meaning.
-        from knowledge.selectors import register_index_pending
+        from knowledge.indexing import register_index_pending
         from retrieval.vectors import index_pending
 
         register_index_pending(index_pending)
