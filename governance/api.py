@@ -252,7 +252,7 @@ class _SubjectReasonedActionApi(APIView):
 
     permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
-    InputSerializer = _ReasonInput
+    InputSerializer: type[serializers.Serializer] = _ReasonInput
     act: Any = None
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:

@@ -330,11 +330,12 @@ def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
                      as_admin: bool = False) -> Knowledge:
     """One statement, visible exactly when some state filter of the listing would show it
     to this reader in a scope it may read; otherwise the same 404 as an unknown id."""
-    roles = {"as_subject": as_subject, "as_curator": as_curator, "as_admin": as_admin}
-    states = tuple(sorted(listable_states(**roles)))
+    states = tuple(sorted(listable_states(as_subject=as_subject, as_curator=as_curator,
+                                          as_admin=as_admin)))
     item = (Knowledge.objects.filter(account_id=reader.account_id, pk=knowledge_id)
             .filter(readable_scopes_q(reader))
-            .filter(listing_q(reader, states=states, **roles))
+            .filter(listing_q(reader, states=states, as_subject=as_subject,
+                              as_curator=as_curator, as_admin=as_admin))
             .select_related("subject_peer", "scope", "held_scope").first())
     if item is None:
         raise NotFound("knowledge")

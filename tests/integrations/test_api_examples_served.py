@@ -68,8 +68,10 @@ def shape_diff(example: Any, real: Any, path: str = "$") -> list[str]:
     out: list[str] = []
     if isinstance(example, dict) and isinstance(real, dict):
         if path.rsplit(".", 1)[-1] not in MAPS:
-            out += [f"{path}.{k}: missing from the example" for k in sorted(set(real) - set(example))]
-            out += [f"{path}.{k}: not in the response" for k in sorted(set(example) - set(real))]
+            out += [f"{path}.{k}: missing from the example"
+                    for k in sorted(set(real) - set(example))]
+            out += [f"{path}.{k}: not in the response"
+                    for k in sorted(set(example) - set(real))]
         for k in sorted(set(example) & set(real)):
             out += shape_diff(example[k], real[k], f"{path}.{k}")
     elif isinstance(example, list) and isinstance(real, list) and example and real:
