@@ -193,8 +193,8 @@ CURATOR_STATES = frozenset(n for n, s in lifecycle.STATES.items() if s.visibilit
 ADMIN_STATES = frozenset(n for n, s in lifecycle.STATES.items() if s.visibility.admin)
 
 
-def listable_states(*, as_subject: bool = False, as_curator: bool = False,
-                    as_admin: bool = False) -> frozenset[str]:
+def _listable_states(*, as_subject: bool = False, as_curator: bool = False,
+                     as_admin: bool = False) -> frozenset[str]:
     """Every state this reader may name in a `state` filter: the lifecycle contract's
     visibility columns for the roles it reads in (member always; subject, curator and
     admin only for a human reading with their own credential)."""
@@ -224,14 +224,14 @@ class KnowledgePage:
 def listing_states(*, states: Iterable[str], as_subject: bool, as_curator: bool = False,
                    as_admin: bool = False) -> tuple[str, ...]:
     """Validate a `state` filter: unknown names are `invalid_state`, states beyond what
-    this reader may inspect (listable_states) are `state_not_visible` (both 400). Empty =
+    this reader may inspect (_listable_states) are `state_not_visible` (both 400). Empty =
     usable states."""
     wanted = tuple(dict.fromkeys(s.strip() for s in states if s.strip()))
     unknown = [s for s in wanted if s not in lifecycle.STATES]
     if unknown:
         raise ApplicationError("invalid_state", f"unknown state {unknown[0]!r}; states are "
                                f"{', '.join(lifecycle.STATES)}")
-    allowed = listable_states(as_subject=as_subject, as_curator=as_curator,
+    allowed = _listable_states(as_subject=as_subject, as_curator=as_curator,
                               as_admin=as_admin)
     hidden = [s for s in wanted if s not in allowed]
     if hidden:
@@ -330,8 +330,8 @@ def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
                      as_admin: bool = False) -> Knowledge:
     """One statement, visible exactly when some state filter of the listing would show it
     to this reader in a scope it may read; otherwise the same 404 as an unknown id."""
-    states = tuple(sorted(listable_states(as_subject=as_subject, as_curator=as_curator,
-                                          as_admin=as_admin)))
+    states = tuple(sorted(_listable_states(as_subject=as_subject, as_curator=as_curator,
+                                           as_admin=as_admin)))
     item = (Knowledge.objects.filter(account_id=reader.account_id, pk=knowledge_id)
             .filter(readable_scopes_q(reader))
             .filter(listing_q(reader, states=states, as_subject=as_subject,
