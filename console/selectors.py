@@ -267,10 +267,14 @@ def _about_me_qs(principal: Principal) -> QuerySet[Knowledge]:
 
 
 def about_me(*, principal: Principal, state: str = "", scope: str = "",
-             page: Any = 1) -> Page[Knowledge]:
+             page: Any = 1, refused: bool = False) -> Page[Knowledge]:
     """Everything about the signed-in human (any scope, any state), optionally one state
-    and one scope, grouped by state (ME_STATE_ORDER) then scope path, newest first."""
+    and one scope, grouped by state (ME_STATE_ORDER) then scope path, newest first.
+    Gate A's refusals (lifecycle.GATE_REFUSALS: junk kept as evidence) are listed apart:
+    without `refused` they are left out, with it they are all there is."""
     qs = _about_me_qs(principal)
+    refusals = Q(state=lifecycle.REJECTED, state_reason__in=sorted(lifecycle.GATE_REFUSALS))
+    qs = qs.filter(refusals) if refused else qs.exclude(refusals)
     if state:
         qs = qs.filter(state=state)
     if scope:

@@ -33,6 +33,7 @@ urlpatterns = [
     path("me/", views.me, name="me"),
     path("me/password/", views.me_password, name="me-password"),
     path("me/knowledge/<uuid:knowledge_id>/confirm/", views.me_confirm, name="me-confirm"),
+    path("me/knowledge/<uuid:knowledge_id>/deny/", views.me_deny, name="me-deny"),
     path("me/knowledge/<uuid:knowledge_id>/contest/", views.me_contest, name="me-contest"),
     path("me/knowledge/<uuid:knowledge_id>/redact/", views.me_redact, name="me-redact"),
     path("me/knowledge/<uuid:knowledge_id>/correct/", views.me_correct, name="me-correct"),

@@ -530,18 +530,25 @@ class MeRow:
     item: Knowledge
     sources: list[Any]
     can_confirm: bool
+    can_deny: bool
     can_contest: bool
     can_redact: bool
     can_correct: bool
 
 
 def _me_rows(items: list[Knowledge]) -> list[MeRow]:
+    """What the person may do with each statement about them. Someone else's claim
+    waiting for them (provisional) asks Confirm or Not true; contesting it (for a curator)
+    or correcting it (as outdated) would answer a question nobody asked."""
     sources = views_sel.sources_by_knowledge([k.pk for k in items])
     return [MeRow(item=k, sources=sources.get(k.pk, []),
                   can_confirm=k.state in services.CONFIRMABLE,
-                  can_contest=k.state in lifecycle.CURRENT,
+                  can_deny=k.state in services.CONFIRMABLE,
+                  can_contest=(k.state in lifecycle.CURRENT
+                               and k.state != lifecycle.PROVISIONAL),
                   can_redact=lifecycle.is_allowed(k.state, lifecycle.REDACTED),
-                  can_correct=k.state in services.CORRECTABLE)
+                  can_correct=(k.state in services.CORRECTABLE
+                               and k.state != lifecycle.PROVISIONAL))
             for k in items]
 
 
@@ -570,9 +577,14 @@ def me(request: HttpRequest, principal: Principal) -> HttpResponse:
                                f"from the list.")
     page = views_sel.about_me(principal=principal, state=state, scope=scope,
                               page=request.GET.get("page") or 1)
+    # Gate A's refusals (junk kept as evidence) in their own folded group, first page only.
+    refused = views_sel.about_me(principal=principal, state=state, scope=scope,
+                                 refused=True)
     states, scopes = views_sel.about_me_facets(principal=principal)
     filters = {k: v for k, v in (("state", state), ("scope", scope)) if v}
     context = {"rows": _me_rows(list(page.object_list)), "page": page, "filters": filters,
+               "refused_rows": _me_rows(list(refused.object_list)),
+               "refused_total": refused.paginator.count,
                "filter_query": urlencode(filters), "state_choices": states,
                "scope_choices": scopes}
     htmx = getattr(request, "htmx", None)  # django-htmx's middleware sets it
@@ -598,6 +610,7 @@ def _who_still_sees(state: str) -> str:
 
 _SELF_ACTIONS = {
     "confirm": "Confirmed: the statement is active again.",
+    "deny": "Withdrawn: you said it is not true, so it is not used.",
     "contest": "Contested: a curator will review your dispute. Until then the statement "
                "is not used.",
     "redact": ("Redacted: the statement is withdrawn from use. "
@@ -627,6 +640,8 @@ def _self_govern(request: HttpRequest, principal: Principal, knowledge_id: uuid.
         try:
             if action == "confirm":
                 changed = services.knowledge_confirm(item=item, actor=principal.peer)
+            elif action == "deny":
+                changed = services.knowledge_deny(item=item, actor=principal.peer)
             elif action == "contest":
                 changed = services.knowledge_contest(item=item, actor=principal.peer,
                                                      reason=reason)
@@ -665,6 +680,13 @@ def _self_govern(request: HttpRequest, principal: Principal, knowledge_id: uuid.
 def me_confirm(request: HttpRequest, principal: Principal,
                knowledge_id: uuid.UUID) -> HttpResponse:
     return _self_govern(request, principal, knowledge_id, "confirm")
+
+
+@require_POST
+@console_view()
+def me_deny(request: HttpRequest, principal: Principal,
+            knowledge_id: uuid.UUID) -> HttpResponse:
+    return _self_govern(request, principal, knowledge_id, "deny")
 
 
 @require_POST
@@ -1017,10 +1039,10 @@ def _people_region(request: HttpRequest, principal: Principal, *, status: int = 
     context = {"people": people.people_list(principal=principal),
                "role_choices": ROLE_CHOICES, "self_id": principal.peer.pk, **extra}
     if is_partial(request):
-        flash = ([{"level": "error", "text": extra["error"]}] if extra.get("error") else
-                 [{"level": "success", "text": extra["done"]}] if extra.get("done") else [])
+        # The region says its outcome itself (the error above the form, the confirmation
+        # with the link); the flash is sent empty so an earlier message is cleared.
         return render(request, "console/partials/people_region_response.html",
-                      {**_nav(principal), **context, "flash": flash}, status=status)
+                      {**_nav(principal), **context, "flash": []}, status=status)
     return _page(request, principal, "console/people.html", context, status=status)
 
 
@@ -1035,10 +1057,10 @@ def _person_row(request: HttpRequest, principal: Principal, person_id: uuid.UUID
         return _redirect_with(request, messages.ERROR if error else messages.SUCCESS,
                               error or done, reverse("console:people"))
     row = people.person_row(principal=principal, person_id=person_id)
-    flash = [{"level": "error" if error else "success", "text": error or done}]
+    # The row says its outcome itself; the empty flash clears an earlier message.
     resp = render(request, "console/partials/person_row_response.html",
                   {**_nav(principal), "row": row, "done": done, "error": error,
-                   "invitation": invitation, "flash": flash, "self_id": principal.peer.pk,
+                   "invitation": invitation, "flash": [], "self_id": principal.peer.pk,
                    "role_choices": ROLE_CHOICES},
                   status=status)
     return trigger(resp, {"person-changed": {"id": str(person_id)}})

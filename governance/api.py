@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,6 +19,7 @@ from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
 from knowledge.presenters import iso as _ts
 from knowledge.presenters import knowledge_out
+from memhouse.errors import ApplicationError
 from memhouse.permissions import IsHuman, IsHumanCurator
 from memhouse.principal import Principal, principal_of
 
@@ -230,19 +232,33 @@ class _ReasonInput(serializers.Serializer):
                                    max_length=services.MAX_REASON_CHARS)
 
 
+class _RequiredReason(serializers.CharField):
+    """A reason the service requires: required in the schema (so docs/api.md says so),
+    and missing or blank is the service's own 400 `reason_required`, one code for both."""
+
+    def validate_empty_values(self, data: Any) -> tuple[bool, Any]:
+        if data is empty or data is None or (isinstance(data, str) and not data.strip()):
+            raise ApplicationError("reason_required", "say why (a non-empty reason)")
+        return super().validate_empty_values(data)
+
+
+class _RequiredReasonInput(serializers.Serializer):
+    reason = _RequiredReason(max_length=services.MAX_REASON_CHARS)
+
+
 class _SubjectReasonedActionApi(APIView):
     """POST {"reason"}: a subject's action on a statement about them (`act` is the
     service; it decides whether the reason is required)."""
 
     permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
-    InputSerializer = _ReasonInput
+    InputSerializer: type[serializers.Serializer] = _ReasonInput
     act: Any = None
 
     def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         p = principal_of(request)
         item = selectors.knowledge_for_subject(principal=p, knowledge_id=knowledge_id)
-        data = _ReasonInput(data=request.data)
+        data = type(self).InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         item = type(self).act(item=item, actor=p.peer, **data.validated_data)
         return Response({"knowledge": knowledge_out(item)})
@@ -251,6 +267,7 @@ class _SubjectReasonedActionApi(APIView):
 class MyKnowledgeContestApi(_SubjectReasonedActionApi):
     """POST {"reason": "..."} (required)."""
 
+    InputSerializer = _RequiredReasonInput
     act = staticmethod(services.knowledge_contest)
 
 

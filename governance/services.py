@@ -373,6 +373,24 @@ def knowledge_confirm(*, item: Knowledge, actor: Peer) -> Knowledge:
 
 
 @transaction.atomic
+def knowledge_deny(*, item: Knowledge, actor: Peer) -> Knowledge:
+    """The subject says a statement waiting for them is not true: provisional /
+    needs_revalidation / stale -> retracted (f4_subject_denied), as answering "no" to its
+    question does; its open confirmation work closes."""
+    item = _lock(item)
+    _require_subject(item, actor)
+    if item.state not in CONFIRMABLE:
+        raise _conflict("not_deniable",
+                        f"a {item.state} statement is not waiting for you; contest it "
+                        "instead if it is wrong")
+    item = transition(item, lifecycle.RETRACTED, actor=actor, reason="f4_subject_denied",
+                      verification=VERIFY.SUBJECT_DENIED, evidence={"via": "self-governance"})
+    close_open_work(item, status=V.Status.RESOLVED, resolution="denied", by=actor,
+                    kinds=[V.Kind.CONFIRMATION, V.Kind.REVALIDATION])
+    return item
+
+
+@transaction.atomic
 def knowledge_contest(*, item: Knowledge, actor: Peer, reason: str) -> Knowledge:
     """A current statement -> contested (f4_subject_contested) with a DISPUTE validation
     for curators. Other open work on it (confirmation, consent...) is moot."""

@@ -125,6 +125,12 @@ class PeopleApi(APIView):
 
     class InputSerializer(_PersonInput):
         key = serializers.CharField(max_length=200)
+        # No default: which scopes a new person may use is the administrator's choice
+        # ('/' is the whole Account), never an implicit one.
+        scopes = serializers.ListField(
+            child=serializers.CharField(max_length=500), max_length=people.MAX_SCOPES,
+            error_messages={"required": "name the scopes this person may use ('/' is the "
+                                        "whole Account)"})
         username = serializers.CharField(max_length=150, required=False)
         invite = serializers.BooleanField(required=False, default=True)
 
@@ -143,7 +149,7 @@ class PeopleApi(APIView):
         peer = people.person_create(account_id=p.account_id, key=v["key"], actor=actor,
                                     display_name=v.get("display_name", ""),
                                     role=v.get("role", "member"),
-                                    scope_paths=v.get("scopes", ["/"]),
+                                    scope_paths=v["scopes"],
                                     username=v.get("username"))
         out: dict[str, Any] = {"person": people.person_row(principal=p, person_id=peer.pk)
                                .as_dict()}

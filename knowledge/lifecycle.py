@@ -224,11 +224,37 @@ REASON_SENTENCES: dict[str, str] = {
 }
 
 
-def reason_sentence(code: str | None) -> str:
-    """The sentence for a reason code; an unknown code reads as words, not as a code."""
+# The same reasons said to the person a statement is about ("About me" speaks to its
+# reader): only the codes whose sentence names that person differ.
+REASON_SENTENCES_TO_SUBJECT: dict[str, str] = {
+    "f4_gate_a_b_deferred": "Someone else said it about you: only you see it until you "
+                            "confirm it.",
+    "f4_subject_confirmed": "Confirmed by you.",
+    "f4_subject_corrected": "Written by you, to replace an outdated statement.",
+    "f4_contest_resolved_for": "A curator upheld the statement after you disputed it.",
+    "f4_subject_correction": "Replaced by your correction.",
+    "f4_subject_confirmed_update": "You confirmed a newer claim that replaces it.",
+    "f4_contest_resolved_against": "A curator agreed with your dispute and rejected it.",
+    "f4_subject_denied_pending": "You said it is wrong before it was placed.",
+    "f4_subject_contested": "You disputed it; a curator decides.",
+    "f4_subject_redacted": "You withdrew it from use.",
+    "f4_subject_denied": "You said it is wrong.",
+}
+
+# Gate A's refusals: junk that was never a claim worth holding (log lines, "ok", fragments).
+# A rejected row with one of these stays as decision evidence; "About me" folds them away
+# from the statements that were really said about the person.
+GATE_REFUSALS = frozenset(code for code in STATES[REJECTED].reasons
+                          if code.startswith("f4_gate_a_"))
+
+
+def reason_sentence(code: str | None, *, to_subject: bool = False) -> str:
+    """The sentence for a reason code; an unknown code reads as words, not as a code.
+    `to_subject` speaks to the person the statement is about ("you")."""
     if not code:
         return ""
-    known = REASON_SENTENCES.get(code)
+    known = (REASON_SENTENCES_TO_SUBJECT.get(code) if to_subject else None) or (
+        REASON_SENTENCES.get(code))
     if known is not None:
         return known
     words = code.removeprefix("f4_").replace("_", " ").strip()

@@ -103,9 +103,14 @@ def person_create(*, account_id: uuid.UUID, key: str, actor: str, display_name: 
                   role: str = "member", scope_paths: list[str] | None = None,
                   username: str | None = None, password: str | None = None) -> Peer:
     """A human with a role and scope grants. With a password they can sign in at once;
-    without one their sign-in waits for an invitation (`invitation_create`)."""
+    without one their sign-in waits for an invitation (`invitation_create`).
+
+    Agents usually register the people they talk about first (POST /api/v1/peers), so a
+    human peer that exists without a login is given one here rather than refused; any
+    other existing peer is `peer_exists` with what to do instead."""
     is_curator, is_admin = _role_flags(role)
     scopes = _clean_scopes(account_id, scope_paths if scope_paths is not None else ["/"])
+    existing = _loginless_human(account_id, key)
     username = (username or key).strip()
     if not username or len(username) > 150:
         raise ApplicationError("invalid_username", "username must be 1-150 characters",
@@ -116,9 +121,15 @@ def person_create(*, account_id: uuid.UUID, key: str, actor: str, display_name: 
                                "choose another with `username`", status_code=409)
     if password is not None:
         _check_password(password, User(username=username))
-    peer = services.peer_create(account_id=account_id, key=key, kind=Peer.Kind.HUMAN,
-                                display_name=display_name, is_curator=is_curator,
-                                is_admin=is_admin)
+    if existing is not None:
+        peer = existing
+        peer.is_curator, peer.is_admin = is_curator, is_admin
+        peer.display_name = display_name or peer.display_name
+        peer.save(update_fields=["is_curator", "is_admin", "display_name"])
+    else:
+        peer = services.peer_create(account_id=account_id, key=key, kind=Peer.Kind.HUMAN,
+                                    display_name=display_name, is_curator=is_curator,
+                                    is_admin=is_admin)
     user = User.objects.create_user(username=username, password=password)
     if password is None:
         user.set_unusable_password()
@@ -127,7 +138,31 @@ def person_create(*, account_id: uuid.UUID, key: str, actor: str, display_name: 
     peer.scope_paths = scopes
     peer.save(update_fields=["user", "scope_paths"])
     _audit(peer, "person.created", actor, role=role, scopes=scopes, username=username,
-           password_set=password is not None)
+           password_set=password is not None,
+           **({"existing_peer": True} if existing is not None else {}))
+    return peer
+
+
+def _loginless_human(account_id: uuid.UUID, key: str) -> Peer | None:
+    """The existing peer `key` when it is an active human without a login (a person may
+    be created on it), None when there is no such peer; otherwise `peer_exists` saying
+    what to do instead."""
+    peer = Peer.objects.select_for_update().filter(account_id=account_id, key=key).first()
+    if peer is None:
+        return None
+    if peer.kind != Peer.Kind.HUMAN:
+        raise ApplicationError("peer_exists", f"{key!r} is an agent peer, and agents cannot "
+                               "sign in; choose another key for the person", status_code=409)
+    if peer.deactivated_at is not None:
+        raise ApplicationError("peer_exists", f"{key!r} is a deactivated person; reactivate "
+                               f"them first (`manage.py people reactivate {key}`)",
+                               status_code=409)
+    if peer.user_id is not None:
+        raise ApplicationError(
+            "peer_exists", f"{key!r} is already a person with a login; send them a new "
+            f"invitation link instead (`manage.py people invite {key}`, POST "
+            f"/api/v1/people/{{id}}/invitation, or New invitation link on the People page)",
+            status_code=409)
     return peer
 
 

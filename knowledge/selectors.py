@@ -186,6 +186,33 @@ LISTING_MAX_LIMIT = 200
 # act-for grant never reaches what only the subject may inspect.
 LISTING_STATES = lifecycle.MEMBER_VISIBLE | lifecycle.SUBJECT_SEARCHABLE
 SUBJECT_ONLY_STATES = frozenset(lifecycle.STATES) - LISTING_STATES
+# Beyond the member column, the contract's curator and admin columns: a human curator or
+# administrator reading with their own credential lists those states in every scope they
+# may read (all subjects, as their queue shows them), never provisional (subject only).
+CURATOR_STATES = frozenset(n for n, s in lifecycle.STATES.items() if s.visibility.curator)
+ADMIN_STATES = frozenset(n for n, s in lifecycle.STATES.items() if s.visibility.admin)
+
+
+def _listable_states(*, as_subject: bool = False, as_curator: bool = False,
+                     as_admin: bool = False) -> frozenset[str]:
+    """Every state this reader may name in a `state` filter: the lifecycle contract's
+    visibility columns for the roles it reads in (member always; subject, curator and
+    admin only for a human reading with their own credential)."""
+    states = set(LISTING_STATES)
+    if as_subject:
+        states |= SUBJECT_ONLY_STATES
+    if as_curator:
+        states |= CURATOR_STATES
+    if as_admin:
+        states |= ADMIN_STATES
+    return frozenset(states)
+
+
+def _who_may_list(state: str) -> str:
+    seen = lifecycle.STATES[state].visibility
+    who = [w for w, yes in (("its subject", seen.subject), ("curators", seen.curator),
+                            ("administrators", seen.admin)) if yes]
+    return who[0] if len(who) == 1 else ", ".join(who[:-1]) + " and " + who[-1]
 
 
 @dataclass(frozen=True)
@@ -194,31 +221,37 @@ class KnowledgePage:
     next_cursor: str | None
 
 
-def listing_states(*, states: Iterable[str], as_subject: bool) -> tuple[str, ...]:
+def listing_states(*, states: Iterable[str], as_subject: bool, as_curator: bool = False,
+                   as_admin: bool = False) -> tuple[str, ...]:
     """Validate a `state` filter: unknown names are `invalid_state`, states beyond what
-    this reader may inspect are `state_not_visible` (both 400). Empty = usable states."""
+    this reader may inspect (_listable_states) are `state_not_visible` (both 400). Empty =
+    usable states."""
     wanted = tuple(dict.fromkeys(s.strip() for s in states if s.strip()))
     unknown = [s for s in wanted if s not in lifecycle.STATES]
     if unknown:
         raise ApplicationError("invalid_state", f"unknown state {unknown[0]!r}; states are "
                                f"{', '.join(lifecycle.STATES)}")
-    if not as_subject:
-        hidden = [s for s in wanted if s in SUBJECT_ONLY_STATES]
-        if hidden:
-            raise ApplicationError(
-                "state_not_visible", f"state {hidden[0]!r} is visible only to the "
-                "statement's subject (their own credential) and curators; this listing "
-                f"offers {', '.join(sorted(LISTING_STATES))}")
+    allowed = _listable_states(as_subject=as_subject, as_curator=as_curator,
+                              as_admin=as_admin)
+    hidden = [s for s in wanted if s not in allowed]
+    if hidden:
+        raise ApplicationError(
+            "state_not_visible", f"state {hidden[0]!r} is listed only for "
+            f"{_who_may_list(hidden[0])}, each with their own credential (an agent acting "
+            f"for them is not); this reader may list {', '.join(sorted(allowed))}")
     return wanted
 
 
 def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = False,
+              as_curator: bool = False, as_admin: bool = False,
               at: datetime | None = None) -> Q:
     """Which statements the listing shows this reader. No states: exactly what search may
     retrieve (lifecycle_q & sensitivity_q). Named states: active and provisional keep
     search's rules (expiry at read time, provisional for its subject); the other
     member-visible states are history under the same sensitivity rule; subject-only
-    states (allowed by listing_states only when `as_subject`) are the reader's own rows."""
+    states (allowed by listing_states only when `as_subject`) are the reader's own rows,
+    and those of the curator / admin column are every row in them for a curator /
+    administrator (the caller limits scopes)."""
     usable = lifecycle_q(reader, at=at) & sensitivity_q(reader)
     states = tuple(states)
     if not states:
@@ -231,6 +264,11 @@ def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = 
     own = sorted(set(states) & SUBJECT_ONLY_STATES)
     if own and as_subject and reader.peer_id is not None:
         q |= Q(state__in=own, subject_peer_id=reader.peer_id)
+    role = (CURATOR_STATES if as_curator else frozenset()) | (
+        ADMIN_STATES if as_admin else frozenset())
+    by_role = sorted((set(states) & role) - LISTING_STATES)
+    if by_role:
+        q |= Q(state__in=by_role)
     return q
 
 
@@ -253,6 +291,7 @@ def _after_cursor(cursor: str) -> Q:
 
 def knowledge_listing(*, reader: Reader, scope: Scope | None = None,
                       states: Iterable[str] = (), as_subject: bool = False,
+                      as_curator: bool = False, as_admin: bool = False,
                       kind: str | None = None, subject_key: str | None = None,
                       updated_since: datetime | None = None, cursor: str | None = None,
                       limit: int = LISTING_DEFAULT_LIMIT) -> KnowledgePage:
@@ -261,15 +300,16 @@ def knowledge_listing(*, reader: Reader, scope: Scope | None = None,
 
     `scope` (already authorised by scope_for_read) lists that scope and its ancestors, as
     a search there would read; without it every scope the reader may read. `states` must
-    come from listing_states; `as_subject` is true only for a human credential reading
-    as itself."""
+    come from listing_states; `as_subject` (and `as_curator` / `as_admin`, the human's
+    roles) are true only for a human credential reading as itself."""
     if scope is not None:
         qs = Knowledge.objects.filter(account_id=reader.account_id,
                                       scope_id__in=scope_ancestors(scope).values("id"))
     else:
         qs = Knowledge.objects.filter(account_id=reader.account_id).filter(
             readable_scopes_q(reader))
-    qs = qs.filter(listing_q(reader, states=states, as_subject=as_subject))
+    qs = qs.filter(listing_q(reader, states=states, as_subject=as_subject,
+                             as_curator=as_curator, as_admin=as_admin))
     if kind:
         qs = qs.filter(kind=kind)
     if subject_key:
@@ -286,13 +326,16 @@ def knowledge_listing(*, reader: Reader, scope: Scope | None = None,
 
 
 def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
-                     as_subject: bool = False) -> Knowledge:
+                     as_subject: bool = False, as_curator: bool = False,
+                     as_admin: bool = False) -> Knowledge:
     """One statement, visible exactly when some state filter of the listing would show it
     to this reader in a scope it may read; otherwise the same 404 as an unknown id."""
-    states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
+    states = tuple(sorted(_listable_states(as_subject=as_subject, as_curator=as_curator,
+                                           as_admin=as_admin)))
     item = (Knowledge.objects.filter(account_id=reader.account_id, pk=knowledge_id)
             .filter(readable_scopes_q(reader))
-            .filter(listing_q(reader, states=states, as_subject=as_subject))
+            .filter(listing_q(reader, states=states, as_subject=as_subject,
+                              as_curator=as_curator, as_admin=as_admin))
             .select_related("subject_peer", "scope", "held_scope").first())
     if item is None:
         raise NotFound("knowledge")

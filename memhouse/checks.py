@@ -71,13 +71,20 @@ def dev_server_bind_host(argv: list[str] | None = None) -> str | None:
     return addr.rpartition(":")[0] or addr
 
 
+_warned_default_key = False
+
+
 def require_safe_secret_key(*, bind_host: str | None = None) -> None:
     """Raise ImproperlyConfigured instead of serving with the built-in key (see
     :func:`secret_key_problem`); when it is allowed, say so in the log."""
+    global _warned_default_key
     problem = secret_key_problem(bind_host=bind_host)
     if problem:
         raise ImproperlyConfigured(problem)
-    if uses_default_key():
+    # Once per process: `serve` checks before its setup, and the WSGI module it then
+    # loads checks again.
+    if uses_default_key() and not _warned_default_key:
+        _warned_default_key = True
         log.warning("serving with the built-in insecure secret key: local use only")
 
 

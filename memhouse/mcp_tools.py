@@ -111,8 +111,10 @@ def lifecycle_text(lifecycle: ModuleType | None = None) -> LifecycleText:
     listing = (f"By default the same usable statements as search; `state` may also ask for "
                f"{', '.join(f'`{s}`' for s in listable)} (history a member may inspect, "
                "still filtered by sensitivity; provisional only for its subject). Other "
-               "states are the subject's alone and are refused (`state_not_visible`) "
-               "unless the API key is that human's own.")
+               "states are listed only as the lifecycle contract's subject, curator and "
+               "admin columns allow, for a human's own API key (their own rows; a "
+               "curator's or administrator's also the rows of their scopes in those "
+               "states); for anyone else they are refused (`state_not_visible`).")
     return LifecycleText(reads=reads, ingest=ingest, lineage=lineage, profile=profile,
                          listing=listing)
 

@@ -84,6 +84,15 @@ CANDIDATE: dict[str, Any] = {
                "lexical": {"raw": 1.1, "normalized": 1.0, "rank": 1, "contribution": 1.0}},
 }
 
+# ask reads with the thorough profile, which also scores the statements' source turns.
+ASK_CANDIDATE: dict[str, Any] = {
+    **CANDIDATE, "fusion_score": 0.47,
+    "scores": {**CANDIDATE["scores"],
+               "entity_match": {"raw": 1.61, "normalized": 1.0, "rank": 1, "contribution": 1.0},
+               "semantic.source_turns": {"raw": 0.008, "normalized": 0.07, "rank": 3,
+                                         "contribution": 0.11}},
+}
+
 RETRIEVAL: dict[str, Any] = {
     "strategies": {"contributed": ["lexical", "semantic"], "empty": ["entity_match"],
                    "not_applicable": ["temporal"], "dropped": []},
@@ -319,7 +328,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "abstained": False, "abstention_reason": None, "answer_degraded": None,
             "citations": [CITATION], "supporting_statements": [STATEMENT],
             "model_called": True, "profile": "thorough", "profile_version": "thorough-v5",
-            "reader_posture": "peer", "effort": "low", "candidates": [CANDIDATE],
+            "reader_posture": "peer", "effort": "low", "candidates": [ASK_CANDIDATE],
             "recall_evidence": [{"rank": 1, "id": K1, "type": "knowledge", "origin": "base",
                                  "base_rank": 1, "tokens": 9}],
             "recall": {"effort": "low", "profile": "thorough", "include_source_recall": False,
@@ -332,8 +341,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                        "exhausted": [], "tool_calls": [
                            {"tool": "knowledge_search", "query_tokens": 4, "returned": 1,
                             "new": 0, "profile": "thorough"}],
-                       "new_evidence": 0},
-            "retrieval": {**RETRIEVAL, "profile": "thorough", "profile_version": "thorough-v5"},
+                       "new_evidence": 0,
+                       "relevance": {"min_similarity": 0.38, "basis": "semantic",
+                                     "top_similarity": 0.75, "surviving": 1, "dropped": 3}},
+            "retrieval": {**RETRIEVAL, "profile": "thorough", "profile_version": "thorough-v5",
+                          "rerank": {"status": "done", "reranker": "maxsim", "head": 4,
+                                     "moved": 0, "elapsed_ms": 50.0}},
             "elapsed_ms": 912.4,
         },
     },

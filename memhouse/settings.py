@@ -152,6 +152,10 @@ LOGIN_REDIRECT_URL = "/console/"
 API_TOKEN_TTL_SECONDS = env_int("MEMHOUSE_API_TOKEN_TTL_SECONDS", 3600, minimum=60)
 # How long an invitation link (knowledge.people) lets the invitee set their password.
 MEMHOUSE_INVITATION_TTL_HOURS = env_int("MEMHOUSE_INVITATION_TTL_HOURS", 72, minimum=1)
+# Where people reach the console (e.g. https://memory.example.com), for links made
+# outside a request: `manage.py people ... --invite`. Unset: the address the last
+# `manage.py serve` on this data directory served (memhouse/served_url.py).
+MEMHOUSE_PUBLIC_URL = env_str("MEMHOUSE_PUBLIC_URL", "").rstrip("/")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 # A console sign-in lasts a working day, not Django's two weeks.

@@ -30,6 +30,14 @@ def _as_subject(principal: Principal, reader: Reader) -> bool:
     return principal.is_human and reader.peer_id == principal.peer.id
 
 
+def _roles(principal: Principal, reader: Reader) -> dict[str, bool]:
+    """The contract's visibility columns this request reads in (docs/lifecycle.md):
+    subject, curator and admin only for a human's own credential."""
+    own = _as_subject(principal, reader)
+    return {"as_subject": own, "as_curator": own and principal.is_curator,
+            "as_admin": own and principal.is_admin}
+
+
 class _ReaderQuery(serializers.Serializer):
     peer_key = serializers.CharField(max_length=200, required=False)
 
@@ -57,12 +65,12 @@ class KnowledgeListApi(APIView):
         reader = selectors.reader_for(principal=principal, peer_key=v.get("peer_key"))
         scope = selectors.scope_for_read(reader=reader, path=v["scope"]) if v.get(
             "scope") else None
-        as_subject = _as_subject(principal, reader)
+        roles = _roles(principal, reader)
         # `state` may repeat or be comma-separated: ?state=active,superseded
         raw_states = [s for value in params.getlist("state") for s in value.split(",")]
-        states = selectors.listing_states(states=raw_states, as_subject=as_subject)
+        states = selectors.listing_states(states=raw_states, **roles)
         page = selectors.knowledge_listing(
-            reader=reader, scope=scope, states=states, as_subject=as_subject,
+            reader=reader, scope=scope, states=states, **roles,
             kind=v.get("kind"), subject_key=v.get("subject"),
             updated_since=v.get("updated_since"), cursor=v.get("cursor"), limit=v["limit"])
         # The listing keeps its keyset order; an older claim of an unsettled pair says
@@ -86,7 +94,7 @@ class KnowledgeDetailApi(APIView):
         reader = selectors.reader_for(principal=principal,
                                       peer_key=data.validated_data.get("peer_key"))
         item = selectors.knowledge_listed(reader=reader, knowledge_id=knowledge_id,
-                                          as_subject=_as_subject(principal, reader))
+                                          **_roles(principal, reader))
         marks = conflicts.outdated_by(reader=reader, ids=[item.pk])
         return Response({"knowledge": {**presenters.knowledge_out(item),
                                        conflicts.FIELD: marks.get(str(item.pk))},

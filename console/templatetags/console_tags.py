@@ -42,9 +42,13 @@ def reason(code: Any) -> str:
 
 
 @register.inclusion_tag("console/partials/reason.html")
-def reason_text(code: str) -> dict[str, Any]:
-    """A reason code as its sentence, linked to its row in the lifecycle contract."""
-    return {"code": code}
+def reason_text(code: str, audience: str = "") -> dict[str, Any]:
+    """A reason code as its sentence, linked to its row in the lifecycle contract;
+    audience "subject" speaks to the person the statement is about."""
+    from knowledge.lifecycle import reason_sentence
+
+    return {"code": code,
+            "sentence": reason_sentence(str(code or ""), to_subject=audience == "subject")}
 
 
 @register.inclusion_tag("console/partials/state_badge.html")
@@ -82,3 +86,21 @@ def readiness_badge(status: str) -> str:
 def entry(mapping: Any, key: str) -> Any:
     """mapping[key] for templates (a readiness kind's gap counts by state)."""
     return (mapping or {}).get(key)
+
+
+def _evidence_words(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{human(k)}: {_evidence_words(v)}" for k, v in value.items()
+                         if v not in (None, "", [], {}))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_evidence_words(v) for v in value if v not in (None, "", [], {}))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+@register.filter
+def evidence_value(value: Any) -> str:
+    """A lifecycle event's evidence value as words: a list reads as its items separated by
+    commas and a mapping as "key: value" pairs, never as a Python literal."""
+    return _evidence_words(value)

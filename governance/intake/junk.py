@@ -7,7 +7,8 @@ as decision evidence):
   reports, JSON / YAML / XML payloads, stack traces, boot and config-load lines, tool-call
   echoes and system-prompt restatements. Judged on the source text (the whole message and
   the claim's own evidence span), because the extractor has already reworded the claim.
-* ``f4_gate_a_phatic``: acknowledgements, greetings and pings ("ok", "thanks!", "ping").
+* ``f4_gate_a_phatic``: acknowledgements, greetings and pings ("ok", "thanks!"; a bare
+  "ping" is also a heartbeat, and machine output is judged first).
 * ``f4_gate_a_fragment``: what is left after splitting carries no content ("Sam said:
   no changes.", "Sam is done."), or says only that something is shown or liked without
   saying what ("Sam said here's a pic.", "Sam is a fan.").

@@ -173,6 +173,13 @@ def test_subject_redacts_a_fact_about_themself(page: Any, live_server: Any,
         from tests.console.builders import provisional
 
         provisional(w, "Alice is moving to Lisbon.", subject=w.subject)
+        # Junk the gates refused: folded into "Refused, kept as evidence" (issue 35).
+        from knowledge.lifecycle import transition
+        from tests.console.builders import propose
+
+        transition(propose(w, "Alice said: Traceback (most recent call last).",
+                           subject=w.subject),
+                   "rejected", actor="system:test", reason="f4_gate_a_machine_output")
 
     _sign_in(page, live_server, "alice", "alice-pass-123")
     page.get_by_role("link", name="About me").first.click()

@@ -108,7 +108,7 @@ def test_a_redacted_statement_offers_no_more_actions(alice, world, mine):
         r.content.decode())
 
 
-@pytest.mark.parametrize("action", ["confirm", "contest", "redact"])
+@pytest.mark.parametrize("action", ["confirm", "deny", "contest", "redact"])
 def test_nobody_else_can_govern_my_statements(bob, carol, world, mine, action):
     for client in (bob, carol):  # another member, and even a curator
         r = client.post(f"/console/me/knowledge/{mine['provisional'].pk}/{action}/",
@@ -117,9 +117,22 @@ def test_nobody_else_can_govern_my_statements(bob, carol, world, mine, action):
     assert reread(world, mine["provisional"]).state == "provisional"
 
 
+def test_saying_not_true_withdraws_only_what_waits_for_me(alice, world, mine):
+    r = alice.post(f"/console/me/knowledge/{mine['active'].pk}/deny/", **HX)
+    assert r.status_code == 409 and "contest it instead" in r.content.decode()
+    assert reread(world, mine["active"]).state == "active"
+    r = alice.post(f"/console/me/knowledge/{mine['provisional'].pk}/deny/", **HX)
+    assert r.status_code == 200 and "Withdrawn: you said it is not true" in r.content.decode()
+    item = reread(world, mine["provisional"])
+    assert (item.state, item.state_reason) == ("retracted", "f4_subject_denied")
+
+
 def test_an_outsider_cannot_govern_across_accounts(world, mine, mallory):
     r = mallory.post(f"/console/me/knowledge/{mine['active'].pk}/redact/", {"confirmed": "yes"})
     assert r.status_code == 404
+    r = mallory.post(f"/console/me/knowledge/{mine['provisional'].pk}/deny/")
+    assert r.status_code == 404
+    assert reread(world, mine["provisional"]).state == "provisional"
     assert reread(world, mine["active"]).state == "active"
     rebind_account_for_tests(None)
     assert "Alice" not in mallory.get("/console/me/").content.decode().split("<main")[1]

@@ -205,7 +205,8 @@ def test_an_administrator_invites_and_deactivates_in_the_browser(
     assert "can sign in as erin" in erin_row.inner_text()
     erin_row.get_by_role("button", name="Deactivate").click()
     admin.wait_for_selector("li.person-inactive")
-    assert "is deactivated" in admin.locator("#flash").inner_text()
+    assert "is deactivated" in admin.locator("li.person-inactive").inner_text()
+    assert admin.locator("#flash").inner_text().strip() == ""
 
     invitee.goto(f"{live_server.url}/console/me/")
     invitee.wait_for_url(f"{live_server.url}/console/login/?next=/console/me/")

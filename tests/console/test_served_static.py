@@ -62,6 +62,17 @@ def test_the_login_page_links_hashed_assets_that_are_served(served: Served) -> N
     assert httpx.get(f"{served.url}/static/css/missing.css", timeout=30).status_code == 404
 
 
+def test_serve_prints_one_clean_banner_and_records_its_address(served: Served) -> None:
+    """Issue 35: no Celery/kombu lines about the in-process memory broker, the built-in
+    key warning at most once, and the served address kept for `people --invite` links."""
+    text = served.text
+    assert "No hostname was supplied" not in text
+    assert "Connected to memory://" not in text
+    assert text.count("insecure secret key") <= 1
+    assert text.count("MemHouse is ready.") == 1
+    assert (served.data_dir / "served-url").read_text().strip() == served.url
+
+
 @pytest.mark.browser
 def test_a_curator_signs_in_and_the_queue_page_has_htmx_and_its_styles(
         served: Served, sync_playwright: Any, tmp_path: Path) -> None:

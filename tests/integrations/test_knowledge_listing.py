@@ -144,6 +144,35 @@ def test_state_filters_stay_within_what_the_reader_may_see(world, rows):
     assert r.status_code == 200 and r.json()["knowledge"]["state"] == "provisional"
 
 
+def test_a_curator_lists_the_held_statements_of_their_scopes(world, rows):
+    """One rule, the lifecycle contract's visibility columns (issue 35): a curator's own
+    credential lists every held row in their scopes, not only their own (they were 200
+    with an empty list); an agent is refused, and the refusal says who may list it."""
+    from pathlib import Path
+
+    from knowledge import lifecycle
+
+    w = world
+    w.enter(w.account)
+    _, carol_key = services.credential_create(account_id=w.account.id, peer=w.curator)
+    _, bob_key = services.credential_create(account_id=w.account.id, peer=w.member)
+    assert lifecycle.STATES["held"].visibility.curator
+    assert _ids(_get(carol_key, state="held")) == [rows["alice_held"]]
+    assert set(_ids(_get(carol_key, state="held,rejected"))) == {
+        rows["alice_held"], rows["alice_rejected"]}
+    assert _get(carol_key, f"knowledge/{rows['alice_held']}").status_code == 200
+    # Never someone else's provisional row: the contract's curator column does not show it.
+    assert _ids(_get(carol_key, state="provisional")) == []
+    # A member lists only their own rows in these states.
+    assert _ids(_get(bob_key, state="held")) == []
+    r = _get(w.agent_key, peer_key="alice", state="held")
+    message = r.json()["error"]["message"]
+    assert r.status_code == 400 and r.json()["error"]["code"] == "state_not_visible"
+    assert "its subject, curators and administrators" in message
+    guide = " ".join(Path("docs/api-guide.md").read_text().split())
+    assert "a curator or administrator also lists every row in the states their" in guide
+
+
 @pytest.mark.parametrize(("query", "code"), [
     ({"state": "bogus"}, "invalid_state"),
     ({"kind": "gossip"}, "invalid_input"),

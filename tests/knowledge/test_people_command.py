@@ -82,3 +82,47 @@ def test_grants_roles_passwords_and_deactivation(world: Any, monkeypatch: Any) -
                      .values_list("event_type", flat=True))
     assert {"person.role_changed", "person.password_set", "person.deactivated",
             "person.scopes_changed"} <= events
+
+
+def test_create_gives_a_login_to_a_person_an_agent_registered_first(
+        world: Any, monkeypatch: Any, settings: Any) -> None:
+    """Issue 35: agents ingest first and register `sam`; `people create sam` then gives
+    that peer the login (role, scopes, invitation) instead of failing with peer_exists."""
+    settings.MEMHOUSE_PUBLIC_URL = "https://memory.example.com"
+    rebind_account_for_tests(world.account.id)
+    services.peer_create(account_id=world.account.id, key="sam", kind="human",
+                         display_name="Sam")
+    out = run(monkeypatch, "--account", "acme", "create", "sam", "--role", "curator",
+              "--scope", "/marketing", "--invite")
+    assert "already existed (an agent registered it)" in out
+    # The link starts with MEMHOUSE_PUBLIC_URL, not a fixed 127.0.0.1:8000.
+    link = re.search(r"(\S+)/console/invitation/(mh_\S+)/", out)
+    assert link is not None and link.group(1) == "https://memory.example.com"
+    assert people.invitation_peek(token=link.group(2)).key == "sam"
+    rebind_account_for_tests(None)
+    with account_context(world.account.id):
+        sam = Peer.objects.get(key="sam")
+        assert (sam.is_curator, sam.scope_paths, sam.user.username) == (
+            True, ["/marketing"], "sam")
+        assert Peer.objects.filter(key="sam").count() == 1
+    # Once it has a login, a second create says what to do instead.
+    with pytest.raises(CommandError, match=r"people invite sam.*\(peer_exists\)"):
+        run(monkeypatch, "--account", "acme", "create", "sam", "--invite")
+    # An agent cannot be given a login at all.
+    with pytest.raises(CommandError, match="'scribe' is an agent peer"):
+        run(monkeypatch, "--account", "acme", "create", "scribe", "--invite")
+
+
+def test_invitation_links_follow_the_served_address(world: Any, monkeypatch: Any,
+                                                    settings: Any, tmp_path: Any) -> None:
+    from memhouse import served_url
+
+    settings.MEMHOUSE_PUBLIC_URL = ""
+    settings.DATA_DIR = tmp_path
+    assert served_url.public_base_url() == "http://127.0.0.1:8000"  # nothing served yet
+    served_url.record(served_url.base_for("0.0.0.0:8123"))  # what `serve` writes
+    out = run(monkeypatch, "--account", "acme", "invite", "alice")
+    assert "  http://127.0.0.1:8123/console/invitation/mh_" in out
+    out = run(monkeypatch, "--account", "acme", "invite", "alice", "--base-url",
+              "https://people.example.org/")
+    assert "  https://people.example.org/console/invitation/mh_" in out

@@ -208,3 +208,25 @@ def test_people_change_their_own_password(live_server: Any, committed_world: Any
     with account_context(w.account.id):
         entry = AuditEntry.objects.get(event_type="person.password_set")
     assert entry.payload == {"key": "bob", "via": "self"}
+
+
+def test_a_new_person_gets_the_scopes_the_administrator_names_never_a_default(
+        live_server: Any, committed_world: Any, admin: Any) -> None:
+    """Issue 35: POST /people without `scopes` made a member of the whole Account ('/');
+    now the administrator must name the scopes (400 with the field), and a human peer an
+    agent registered earlier is given the login instead of a bare peer_exists."""
+    base, w = live_server.url, committed_world
+    r = call(base, admin[1], "POST", "people", {"key": "fay", "display_name": "Fay"})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_input" and "scopes" in error["details"]
+    assert "'/' is the whole Account" in error["details"]["scopes"][0]
+    with account_context(w.account.id):
+        services.peer_create(account_id=w.account.id, key="fay", kind="human",
+                             display_name="Fay")
+    r = call(base, admin[1], "POST", "people", {"key": "fay", "scopes": ["/marketing"]})
+    assert r.status_code == 201, r.text
+    assert r.json()["person"]["scopes"] == ["/marketing"] and "invitation" in r.json()
+    r = call(base, admin[1], "POST", "people", {"key": "fay", "scopes": ["/marketing"]})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "peer_exists"
+    assert "new invitation link" in r.json()["error"]["message"]

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from knowledge import people
 from knowledge.models import Account, Peer
+from memhouse import served_url
 from memhouse.errors import ApplicationError
 from memhouse.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
 
@@ -50,8 +51,10 @@ class Command(BaseCommand):
                          help="read the password from standard input (one line)")
         how.add_argument("--invite", action="store_true",
                          help="no password now: print a one-time invitation link instead")
-        create.add_argument("--base-url", default="http://127.0.0.1:8000",
-                            help="where the console is served, for the invitation link")
+        base_help = ("where the console is served, for the invitation link (default: "
+                     "MEMHOUSE_PUBLIC_URL, else the address `manage.py serve` last served, "
+                     "else http://127.0.0.1:8000)")
+        create.add_argument("--base-url", default=None, help=base_help)
 
         password_source(person("set-password", "set or reset a person's password"))
         role = person("set-role", "change a person's role")
@@ -61,7 +64,7 @@ class Command(BaseCommand):
         revoke = person("revoke-grant", "revoke scope grants")
         revoke.add_argument("paths", nargs="+", metavar="SCOPE")
         invite = person("invite", "a new one-time invitation link (earlier ones stop working)")
-        invite.add_argument("--base-url", default="http://127.0.0.1:8000")
+        invite.add_argument("--base-url", default=None, help=base_help)
         person("deactivate", "deactivate: sign-in, sessions, tokens and keys stop at once")
         person("reactivate", "let a deactivated person sign in again")
         sub.add_parser("list", help="list the Account's people")
@@ -134,13 +137,17 @@ class Command(BaseCommand):
                 out(self._line(row))
             return
         if action == "create":
+            existed = Peer.objects.filter(account_id=account.id,
+                                                key=options["key"]).exists()
             peer = people.person_create(account_id=account.id, key=options["key"],
                                         actor=ACTOR, display_name=options["name"],
                                         role=options["role"],
                                         scope_paths=options["scopes"] or ["/"],
                                         username=options["username"], password=password)
             out(f"created {peer.key} ({options['role']}) in {account.slug}; "
-                f"scopes {', '.join(peer.scope_paths)}")
+                f"scopes {', '.join(peer.scope_paths)}"
+                + ("; the peer already existed (an agent registered it), so it was given "
+                   "this login" if existed else ""))
             if options["invite"]:
                 self._invite(peer, options["base_url"])
             return
@@ -167,7 +174,8 @@ class Command(BaseCommand):
             people.person_update(peer=peer, actor=ACTOR, active=True)
             out(f"{peer.key} is active again; their old tokens and keys stay revoked")
 
-    def _invite(self, peer: Peer, base_url: str) -> None:
+    def _invite(self, peer: Peer, base_url: str | None) -> None:
+        base_url = base_url or served_url.public_base_url()
         cred, token = people.invitation_create(peer=peer, actor=ACTOR)
         self.stdout.write(f"invitation for {peer.key}, valid until "
                           f"{cred.expires_at:%Y-%m-%d %H:%M} UTC, shown only now:\n"

@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from knowledge import services
 from knowledge.models import Account, Credential, Peer
+from memhouse import served_url
 from memhouse.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,10 @@ def _start_inprocess_worker(app: Any, work: BackgroundWork) -> None:
                 "broker_url": app.conf.broker_url}
     joins_blocked = task_join_will_block()
     app.conf.task_always_eager = False
-    app.conf.broker_url = "memory://"
+    # With a host named, kombu does not warn that it reverted to one; the worker's
+    # "Connected to memory://" is no news for a broker inside this process.
+    app.conf.broker_url = "memory://localhost/"
+    logging.getLogger("celery.worker.consumer.connection").setLevel(logging.WARNING)
     _reset_producer_pool(app)
 
     def restore() -> None:
@@ -294,7 +298,9 @@ class Command(BaseCommand):
             # Before the server builds its handler: WhiteNoise indexes STATIC_ROOT once.
             call_command("collectstatic", interactive=False, verbosity=0)
         demo = ensure_demo_account(rotate_key=options["rotate_key"])
-        base = f"http://{options['addrport']}"
+        base = served_url.base_for(options["addrport"])
+        if not options["no_run"]:
+            served_url.record(base)  # `people ... --invite` links point here
         out = self.stdout.write
         out(self.style.SUCCESS("MemHouse is ready."))
         out(f"  Account:        {demo.account.slug} ({demo.account.id})")
