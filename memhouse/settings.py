@@ -13,7 +13,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("MEMHOUSE_DEBUG", False)
 # The fallback key is for local use only; production sets MEMHOUSE_SECRET_KEY(_FILE).
 # memhouse.checks refuses to serve with it unless DEBUG, bound to loopback, or this:
-SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", "memhouse-insecure-local-key-change-me")
+MEMHOUSE_BUILTIN_SECRET_KEY = "memhouse-insecure-local-key-change-me"
+SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", MEMHOUSE_BUILTIN_SECRET_KEY)
 MEMHOUSE_ALLOW_INSECURE_LOCAL = env_bool("MEMHOUSE_ALLOW_INSECURE_LOCAL", False)
 ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS",
                          ["localhost", "127.0.0.1", "[::1]", "testserver"])
@@ -298,7 +299,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 
 
 # --- Account archives (governance/archive.py) -------------------------------------------
 # The operator key archives are signed with (HMAC-SHA256); empty: a key derived from
-# SECRET_KEY, so archives then import only where that secret is the same.
+# SECRET_KEY, so archives then import only where that secret is the same, or while
+# SECRET_KEY is the built-in one, a random key generated once into <data dir>/archive.key.
 MEMHOUSE_ARCHIVE_KEY = env_str("MEMHOUSE_ARCHIVE_KEY", "")
 # Import caps: total unpacked bytes of an archive, and the longest row.
 MEMHOUSE_ARCHIVE_MAX_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_BYTES", 8 << 30, minimum=1 << 20)
