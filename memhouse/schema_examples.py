@@ -174,7 +174,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "request": {"role": "admin", "scopes": ["/"], "active": True},
         "response": {**PERSON, "role": "admin"},
     },
-    "v1_person_invitation_create": {"status": 201, "response": INVITATION},
+    "v1_person_invitation_create": {"status": 201, "request": {"reset": True},
+                                    "response": INVITATION},
     "v1_scopes_retrieve": {
         "status": 200,
         "response": {"scopes": [{"id": SCOPE_ID, "path": "/demo", "name": "demo"}]},

@@ -166,8 +166,9 @@ def test_invitations_are_single_use_and_expire(live_server: Any, committed_world
 
     # A new invitation replaces the old one; an expired one is refused.
     fay = call(base, admin[1], "POST", "people", {"key": "fay", "invite": False}).json()
-    first = call(base, admin[1], "POST", f"people/{fay['person']['id']}/invitation").json()["token"]
-    second = call(base, admin[1], "POST", f"people/{fay['person']['id']}/invitation").json()["token"]
+    invite = f"people/{fay['person']['id']}/invitation"
+    first = call(base, admin[1], "POST", invite).json()["token"]
+    second = call(base, admin[1], "POST", invite).json()["token"]
     with pytest.raises(ApplicationError):
         people.invitation_peek(token=first)
     assert people.invitation_peek(token=second).key == "fay"

@@ -49,7 +49,7 @@ def test_another_account_cannot_lock_a_person_out(live_server: Any,
                                                   committed_world: Any) -> None:
     from axes.models import AccessAttempt
 
-    base, w = live_server.url, committed_world
+    base = live_server.url
     # Mallory (Account "other") guesses Bob's password (Account "acme") from her address.
     mallory = "203.0.113.5"
     assert token(base, "mallory", "mallory-pass-123", mallory).status_code == 201
