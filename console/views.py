@@ -1162,6 +1162,7 @@ def _current_password_refused(request: HttpRequest, principal: Principal,
     except AxesBackendPermissionDenied:
         user = None
     if getattr(request, "axes_locked_out", False):
+        # AxesMiddleware answers with the lockout page (429, Retry-After), as for sign-in.
         return (f"Too many wrong passwords: try again in {conf.AXES_COOLOFF_MINUTES} "
                 "minutes", 429)
     if user is None or user.pk != principal.peer.user_id:

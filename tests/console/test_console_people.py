@@ -138,6 +138,25 @@ def test_an_invitation_link_is_used_once_and_leaves_the_url(world: Any, dave: Cl
     assert r.status_code == 404 and "already used" in r.content.decode()
 
 
+@pytest.mark.django_db
+def test_someone_with_a_password_gets_a_reset_not_an_invitation(world: Any,
+                                                                dave: Client) -> None:
+    page = dave.get("/console/people/").content.decode()
+    assert "Reset password" in page  # alice has a password: no plain invitation button
+    _unbind()
+    r = dave.post(f"/console/people/{world.subject.id}/invite/", **HX)
+    assert r.status_code == 409 and "already has a password" in r.content.decode()
+    _unbind()
+    r = dave.post(f"/console/people/{world.subject.id}/invite/", {"reset": "yes"}, **HX)
+    html = r.content.decode()
+    assert r.status_code == 200 and "signed out everywhere" in html
+    assert re.search(r'value="http://testserver/console/invitation/#mh_[^"]+"', html)
+    rebind_account_for_tests(world.account.id)
+    entry = AuditEntry.objects.get(event_type="person.password_reset")
+    assert entry.actor == "peer:dave" and entry.target_id == str(world.subject.pk)
+    assert not Peer.objects.get(pk=world.subject.pk).user.has_usable_password()
+
+
 # --- in a real browser -----------------------------------------------------------------
 
 @pytest.fixture

@@ -86,6 +86,30 @@ def test_changing_ones_password_is_throttled_like_sign_in(live_server: Any,
     assert token(base, "bob", "bob-pass-1234").status_code == 429
 
 
+@override_settings(AXES_ENABLED=True, AXES_FAILURE_LIMIT=3)
+def test_the_consoles_password_form_is_throttled_too(live_server: Any,
+                                                     committed_world: Any) -> None:
+    from tests.security.test_admin_reach import _csrf, sign_in
+
+    base = live_server.url
+    browser = sign_in(base, "bob", "bob-pass-1234")
+
+    def attempt(current: str) -> httpx.Response:
+        return browser.post("/console/me/password/", headers={
+            "Referer": f"{base}/console/me/password/"}, data={
+            "current_password": current, "new_password": "bob-new-pass-77",
+            "new_password_again": "bob-new-pass-77",
+            "csrfmiddlewaretoken": _csrf(browser, "/console/me/password/")})
+
+    for _ in range(2):
+        assert attempt("guess-1234").status_code == 403
+    r = attempt("guess-1234")
+    assert r.status_code == 429 and "Too many failed sign-ins" in r.text  # the lockout page
+    assert int(r.headers["Retry-After"]) > 0
+    assert attempt("bob-pass-1234").status_code == 429
+    browser.close()
+
+
 @pytest.mark.parametrize(("new", "why"), [
     ("password123", "too common"),
     ("8362957140", "entirely numeric"),
