@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model, login, update_session_auth_hash
+from django.contrib.auth import authenticate, get_user_model, login, update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
 from django.db import transaction
@@ -1028,8 +1028,7 @@ def _admin_denied(request: HttpRequest, principal: Principal) -> HttpResponse | 
 
 
 def _invitation_link(request: HttpRequest, cred: Any, token: str) -> dict[str, Any]:
-    return {"url": request.build_absolute_uri(reverse("console:invitation-open",
-                                                      args=[token])),
+    return {"url": people.invitation_url(request.build_absolute_uri("/"), token),
             "expires_at": cred.expires_at}
 
 
@@ -1090,7 +1089,8 @@ def people_invite(request: HttpRequest, principal: Principal) -> HttpResponse:
                 account_id=principal.account_id, key=form.cleaned_data["key"], actor=actor,
                 display_name=form.cleaned_data["display_name"],
                 role=form.cleaned_data["role"], scope_paths=form.scope_list,
-                username=form.cleaned_data["username"] or None)
+                username=form.cleaned_data["username"] or None,
+                granter_scopes=principal.scope_paths)
             cred, token = people.invitation_create(peer=peer, actor=actor)
     except ApplicationError as exc:
         return _people_region(request, principal, status=exc.status_code, error=exc.message,
@@ -1115,7 +1115,8 @@ def person_update(request: HttpRequest, principal: Principal,
     try:
         people.person_update(peer=peer, actor=f"peer:{principal.peer.key}",
                              role=form.cleaned_data["role"], scope_paths=form.scope_list,
-                             display_name=form.cleaned_data["display_name"] or None)
+                             display_name=form.cleaned_data["display_name"] or None,
+                             granter_scopes=principal.scope_paths)
     except ApplicationError as exc:
         return _person_row(request, principal, person_id, error=exc.message,
                            status=exc.status_code)
@@ -1135,7 +1136,8 @@ def person_active(request: HttpRequest, principal: Principal,
                            status=400)
     active = form.cleaned_data["active"] == "yes"
     try:
-        people.person_update(peer=peer, actor=f"peer:{principal.peer.key}", active=active)
+        people.person_update(peer=peer, actor=f"peer:{principal.peer.key}", active=active,
+                             granter_scopes=principal.scope_paths)
     except ApplicationError as exc:
         return _person_row(request, principal, person_id, error=exc.message,
                            status=exc.status_code)
@@ -1152,18 +1154,43 @@ def person_invite(request: HttpRequest, principal: Principal,
     if denied := _admin_denied(request, principal):
         return denied
     peer = people.person_get(principal=principal, person_id=person_id)
+    reset = request.POST.get("reset") == "yes"
     try:
-        cred, token = people.invitation_create(peer=peer, actor=f"peer:{principal.peer.key}")
+        cred, token = people.invitation_create(peer=peer, actor=f"peer:{principal.peer.key}",
+                                               reset=reset,
+                                               granter_scopes=principal.scope_paths)
     except ApplicationError as exc:
         return _person_row(request, principal, person_id, error=exc.message,
                            status=exc.status_code)
-    return _person_row(request, principal, person_id,
-                       done=f"A new invitation link for {peer.display_name}; earlier links "
-                            "no longer work.",
+    done = (f"{peer.display_name}'s password is reset: they are signed out everywhere and "
+            "their tokens and keys no longer work. Send them the link below." if reset else
+            f"A new invitation link for {peer.display_name}; earlier links no longer work.")
+    return _person_row(request, principal, person_id, done=done,
                        invitation=_invitation_link(request, cred, token))
 
 
 # --- one's own password, and invitations ------------------------------------------------
+
+def _current_password_refused(request: HttpRequest, principal: Principal,
+                              current: str) -> tuple[str, int] | None:
+    """The current password is checked like a sign-in (django-axes counts a failure and
+    refuses a locked username and address), so this form is no way around the lockout."""
+    from axes.exceptions import AxesBackendPermissionDenied
+    from django.conf import settings as conf
+
+    try:
+        user = authenticate(request, username=people.username_of(principal.peer) or "",
+                            password=current)
+    except AxesBackendPermissionDenied:
+        user = None
+    if getattr(request, "axes_locked_out", False):
+        # AxesMiddleware answers with the lockout page (429, Retry-After), as for sign-in.
+        return (f"Too many wrong passwords: try again in {conf.AXES_COOLOFF_MINUTES} "
+                "minutes", 429)
+    if user is None or user.pk != principal.peer.user_id:
+        return "The current password is not right.", 403
+    return None
+
 
 @console_view()
 def me_password(request: HttpRequest, principal: Principal) -> HttpResponse:
@@ -1172,7 +1199,10 @@ def me_password(request: HttpRequest, principal: Principal) -> HttpResponse:
     error, status = "", 200
     if request.method == "POST":
         form = PasswordChangeForm(request.POST)
-        if form.is_valid():
+        if form.is_valid() and (refused := _current_password_refused(
+                request, principal, form.cleaned_data["current_password"])):
+            error, status = refused
+        elif form.is_valid():
             try:
                 people.password_change(peer=principal.peer,
                                        current=form.cleaned_data["current_password"],
@@ -1197,8 +1227,20 @@ def me_password(request: HttpRequest, principal: Principal) -> HttpResponse:
 @never_cache
 @require_GET
 def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
-    """The invitation link: keep the token in the session and move on, so it is in a URL
-    (and the browser's history and a server log) only this once, never with a form."""
+    """A link in the old form, token in the path: keep the token in the session and move
+    on. New links put it after '#' instead (see invitation_code)."""
+    request.session[INVITATION_SESSION_KEY] = token
+    return HttpResponseRedirect(reverse("console:invitation"), status=303)
+
+
+@never_cache
+@require_POST
+def invitation_code(request: HttpRequest) -> HttpResponse:
+    """The invitation page posts the token from the link's fragment (or as pasted) here:
+    it is kept in the session, never in a URL, so no access log or history holds it."""
+    token = request.POST.get("token", "").strip()
+    if token.startswith(("http://", "https://")) and "#" in token:
+        token = token.rpartition("#")[2]  # the whole link pasted
     request.session[INVITATION_SESSION_KEY] = token
     return HttpResponseRedirect(reverse("console:invitation"), status=303)
 
@@ -1209,6 +1251,9 @@ def invitation(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "POST"):
         return _error(request, None, 405, "Use the form on this page.")
     token = request.session.get(INVITATION_SESSION_KEY)
+    if not token and request.method == "GET":
+        # The link's token is after '#': the page's script posts it (invitation_code).
+        return _page(request, None, "console/invitation.html", {"ask_code": True})
     try:
         if not token:
             raise ApplicationError("invalid_invitation", "There is no invitation to "

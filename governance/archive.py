@@ -23,7 +23,10 @@ Trust (issue #16): the manifest's checksums only catch accidents, since whoever 
 archive can recompute them. So the manifest is signed: ``manifest.sig`` holds an
 HMAC-SHA256 of the exact manifest bytes under a key kept outside the archive (an
 operator key from ``--archive-key-file`` / ``MEMHOUSE_ARCHIVE_KEY``, else one derived
-from the deployment's SECRET_KEY). Import refuses an unsigned or badly signed archive.
+from the deployment's SECRET_KEY, or, while that is the built-in key, a random key
+generated once into the data directory, ``archive.key``). Import refuses an unsigned or
+badly signed archive, and one signed with a key anyone can derive from the source
+(issue #34).
 Export prints the audit head; import given ``--expect-audit-head`` checks the archive
 against that out-of-band value. Credentials (API key hashes) and sign-in password hashes
 are imported only when asked (``with_credentials``); otherwise keys are dropped and
@@ -40,6 +43,8 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import secrets
 import tarfile
 import tempfile
 import uuid
@@ -100,7 +105,9 @@ class ArchiveError(Exception):
 @dataclass(frozen=True)
 class SigningKey:
     key: bytes
-    source: str  # "operator" (given) or "deployment" (derived from SECRET_KEY)
+    # "operator" (given), "deployment" (derived from SECRET_KEY) or "generated" (a random
+    # key kept in the data directory while SECRET_KEY is the built-in one)
+    source: str
 
     @property
     def key_id(self) -> str:
@@ -108,19 +115,73 @@ class SigningKey:
         return hashlib.sha256(b"memhouse.archive-key-id:" + self.key).hexdigest()[:16]
 
 
+GENERATED_KEY_FILE = "archive.key"
+
+
+def _derive(secret: str) -> bytes:
+    return hmac.new(secret.encode("utf-8"), _KEY_DERIVATION, hashlib.sha256).digest()
+
+
+def well_known_keys() -> list[SigningKey]:
+    """Keys anyone can compute from MemHouse's source (issue #34): the one derived from
+    the built-in SECRET_KEY, and that key's text itself given as an operator key. Nothing
+    is signed or accepted under them."""
+    builtin = settings.MEMHOUSE_BUILTIN_SECRET_KEY
+    return [SigningKey(_derive(builtin), "built-in"),
+            SigningKey(builtin.encode("utf-8"), "built-in")]
+
+
+def generated_key_path() -> Path:
+    from memhouse.embedded_db import default_data_dir
+
+    return Path(getattr(settings, "DATA_DIR", None) or default_data_dir()) / GENERATED_KEY_FILE
+
+
+def _generated_key() -> bytes:
+    """This deployment's random archive key, made on first use (mode 0600, never
+    overwritten: archives and backups signed with it verify only with it)."""
+    path = generated_key_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ArchiveError(f"MEMHOUSE_SECRET_KEY is the built-in key and no archive key is "
+                           f"set, and no key could be kept at {path} ({exc}). Set "
+                           f"MEMHOUSE_ARCHIVE_KEY (or pass --archive-key-file) to a long "
+                           f"random value, e.g. `openssl rand -hex 32`") from exc
+    else:
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+    raw = path.read_text(encoding="ascii").strip()
+    if len(raw) < 32:
+        raise ArchiveError(f"the archive key file {path} is empty or damaged; restore it "
+                           f"from your backup of it, or set MEMHOUSE_ARCHIVE_KEY")
+    return raw.encode("ascii")
+
+
 def signing_key(operator_key: str | bytes | None = None) -> SigningKey:
     """The key archives are signed and checked with: the operator's (argument, else
     MEMHOUSE_ARCHIVE_KEY), else one derived from SECRET_KEY, so an archive moves between
-    deployments only with an operator key both sides hold."""
+    deployments only with an operator key both sides hold. While SECRET_KEY is the
+    built-in (public) one, the fallback is a random key generated once into the data
+    directory instead: a signing key is never derivable from the source."""
     given = operator_key or getattr(settings, "MEMHOUSE_ARCHIVE_KEY", "")
     if given:
         raw = given.encode("utf-8") if isinstance(given, str) else given
         if len(raw.strip()) < 16:
             raise ArchiveError("the archive key must be at least 16 characters")
-        return SigningKey(raw.strip(), "operator")
-    derived = hmac.new(settings.SECRET_KEY.encode("utf-8"), _KEY_DERIVATION,
-                       hashlib.sha256).digest()
-    return SigningKey(derived, "deployment")
+        key = SigningKey(raw.strip(), "operator")
+        if any(hmac.compare_digest(key.key, k.key) for k in well_known_keys()):
+            raise ArchiveError("the archive key given is the built-in key published in "
+                               "MemHouse's source; anyone can sign with it. Set "
+                               "MEMHOUSE_ARCHIVE_KEY to a long random value, e.g. "
+                               "`openssl rand -hex 32`")
+        return key
+    if settings.SECRET_KEY == settings.MEMHOUSE_BUILTIN_SECRET_KEY:
+        return SigningKey(_generated_key(), "generated")
+    return SigningKey(_derive(settings.SECRET_KEY), "deployment")
 
 
 def _signature(manifest_bytes: bytes, key: SigningKey) -> dict[str, str]:
@@ -141,6 +202,15 @@ def _check_signature(manifest_bytes: bytes, sig_bytes: bytes | None, key: Signin
         raise ArchiveError("the archive signature (manifest.sig) is unreadable") from exc
     if alg != SIGNATURE_ALG:
         raise ArchiveError(f"unsupported archive signature algorithm {alg!r}")
+    for public in well_known_keys():
+        # Checked first, whatever key this deployment holds: such an archive could have
+        # been made by anyone, offline.
+        if hmac.compare_digest(_signature(manifest_bytes, public)["signature"], claimed):
+            raise ArchiveError(
+                "the archive is signed with the built-in key published in MemHouse's "
+                "source, so anyone could have made it; refusing to import it. Export it "
+                "again from a deployment with MEMHOUSE_ARCHIVE_KEY (or its own "
+                "MEMHOUSE_SECRET_KEY) set, and import it with that key")
     expected = _signature(manifest_bytes, key)["signature"]
     if not hmac.compare_digest(expected, claimed):
         hint = ("it was signed with another key"

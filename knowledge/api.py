@@ -28,6 +28,28 @@ from memhouse.permissions import IsHuman, IsHumanAdmin
 from memhouse.principal import principal_of
 
 
+def _sign_in_check(request: Request, username: str, password: str
+                   ) -> tuple[Any, Response | None]:
+    """Check a password through Django's backends, so django-axes counts a failure and
+    refuses a locked username and address pair: (user, None), (None, None) for a wrong
+    password, or (None, the 429 answer). Callers return (not raise) their refusal, so the
+    request's transaction commits the failure axes recorded."""
+    from axes.exceptions import AxesBackendPermissionDenied
+    from django.conf import settings as conf
+
+    try:
+        user = authenticate(request._request, username=username, password=password)
+    except AxesBackendPermissionDenied:
+        user = None
+    if getattr(request._request, "axes_locked_out", False):
+        # Returned too, so the failure that reached the limit is kept.
+        wait = conf.AXES_COOLOFF_MINUTES * 60
+        return None, error_response("rate_limited", "too many failed sign-ins for this "
+                                    f"username from this address; try again in {wait} "
+                                    "seconds", 429, headers={"Retry-After": str(wait)})
+    return user, None
+
+
 class AuthTokenApi(APIView):
     """POST {username, password} -> a short-lived API token for a human peer."""
 
@@ -41,20 +63,10 @@ class AuthTokenApi(APIView):
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        from axes.exceptions import AxesBackendPermissionDenied
-        from django.conf import settings as conf
-
-        try:
-            user = authenticate(request._request, username=data.validated_data["username"],
-                                password=data.validated_data["password"])
-        except AxesBackendPermissionDenied:
-            user = None
-        if getattr(request._request, "axes_locked_out", False):
-            # Returned too, so the failure that reached the limit is kept.
-            wait = conf.AXES_COOLOFF_MINUTES * 60
-            return error_response("rate_limited", "too many failed sign-ins for this "
-                                  f"username or address; try again in {wait} seconds", 429,
-                                  headers={"Retry-After": str(wait)})
+        user, locked = _sign_in_check(request, data.validated_data["username"],
+                                      data.validated_data["password"])
+        if locked is not None:
+            return locked
         principal = principal_for_user(user) if user is not None else None
         if principal is None:
             # Returned, not raised: the request's transaction commits, and with it the
@@ -106,7 +118,7 @@ class WhoAmIApi(APIView):
 
 def _invitation_out(request: Request, cred: Any, token: str) -> dict[str, Any]:
     # The token appears in this answer once; the console link is its only other use.
-    return {"token": token, "url": request.build_absolute_uri(f"/console/invitation/{token}/"),
+    return {"token": token, "url": people.invitation_url(request.build_absolute_uri("/"), token),
             "expires_at": cred.expires_at}
 
 
@@ -150,7 +162,8 @@ class PeopleApi(APIView):
                                     display_name=v.get("display_name", ""),
                                     role=v.get("role", "member"),
                                     scope_paths=v["scopes"],
-                                    username=v.get("username"))
+                                    username=v.get("username"),
+                                    granter_scopes=p.scope_paths)
         out: dict[str, Any] = {"person": people.person_row(principal=p, person_id=peer.pk)
                                .as_dict()}
         if v["invite"]:
@@ -183,26 +196,39 @@ class PersonApi(APIView):
         v = data.validated_data
         people.person_update(peer=peer, actor=f"peer:{p.peer.key}", role=v.get("role"),
                              scope_paths=v.get("scopes"), active=v.get("active"),
-                             display_name=v.get("display_name"))
+                             display_name=v.get("display_name"),
+                             granter_scopes=p.scope_paths)
         return Response(people.person_row(principal=p, person_id=person_id).as_dict())
 
 
 class PersonInvitationApi(APIView):
-    """POST: a new one-time invitation link for this person (earlier ones stop working)."""
+    """POST {reset}: a new one-time invitation link for this person (earlier ones stop
+    working). For someone who already has a password, 409 `has_password` unless
+    {"reset": true}: their password is made unusable, every token and key of theirs
+    revoked and their console sessions ended, recorded as the administrator's reset."""
 
     permission_classes = [IsHumanAdmin]
 
+    class InputSerializer(serializers.Serializer):
+        reset = serializers.BooleanField(required=False, default=False)
+
     @extend_schema(operation_id="v1_person_invitation_create",
-                   summary="A new one-time invitation link (earlier ones stop working)")
+                   summary="A new one-time invitation link (earlier ones stop working); "
+                           "reset: true for someone who has a password")
     def post(self, request: Request, person_id: uuid.UUID) -> Response:
         p = principal_of(request)
         peer = people.person_get(principal=p, person_id=person_id)
-        cred, token = people.invitation_create(peer=peer, actor=f"peer:{p.peer.key}")
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        cred, token = people.invitation_create(peer=peer, actor=f"peer:{p.peer.key}",
+                                               reset=data.validated_data["reset"],
+                                               granter_scopes=p.scope_paths)
         return Response(_invitation_out(request, cred, token), status=201)
 
 
 class MyPasswordApi(APIView):
-    """POST {current_password, new_password}: change one's own password."""
+    """POST {current_password, new_password}: change one's own password. The current
+    password is checked like a sign-in, under the same lockout (429 `rate_limited`)."""
 
     permission_classes = [IsHuman]  # agent keys: 403 human_only
 
@@ -214,7 +240,15 @@ class MyPasswordApi(APIView):
         p = principal_of(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        people.password_change(peer=p.peer, current=data.validated_data["current_password"],
+        current = data.validated_data["current_password"]
+        username = people.username_of(p.peer)
+        user, locked = _sign_in_check(request, username or "", current)
+        if locked is not None:
+            return locked
+        if user is None or user.pk != p.peer.user_id:
+            return error_response("wrong_password", "the current password is not right",
+                                  403, details={"field": "current_password"})
+        people.password_change(peer=p.peer, current=current,
                                new=data.validated_data["new_password"])
         return Response({"changed": True})
 

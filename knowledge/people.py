@@ -7,7 +7,15 @@ curator, admin (both). A person's `scope_paths` bound every credential they hold
 
 An invitation is a Credential of kind "invitation": one-time, expiring, stored as a
 digest like any key and never accepted as an API credential. The invitee opens its link
-in the console and sets their own password; using it revokes it.
+in the console and sets their own password; using it revokes it, with the person's login
+tokens and console sessions. It is for someone without a password (issue #34): whoever
+holds the link can become the person, so re-inviting someone who has one is refused
+unless the administrator resets them, which revokes everything they hold and is audited
+as the administrator.
+
+Administrators with narrower grants than '/' (`granter_scopes`) may grant only scopes
+inside their own and change only people whose grants lie inside them; the command line
+passes None (the operator).
 
 Every change appends an audit entry; passwords and tokens never appear in one.
 """
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,9 +39,9 @@ from django.utils import timezone
 
 from knowledge import audit, services
 from knowledge.credentials import hash_secret, split_key
-from knowledge.models import Credential, Peer, Scope
+from knowledge.models import AuditEntry, Credential, Peer, Scope
 from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal
+from memhouse.principal import Principal, path_within
 from memhouse.tenancy import CREDENTIAL_PREFIX_SETTING, narrow_lookup, set_account
 
 ROLES: dict[str, tuple[bool, bool]] = {
@@ -96,20 +105,79 @@ def _active_admins(account_id: uuid.UUID) -> int:
                                deactivated_at__isnull=True).count()
 
 
+def _outside(paths: Sequence[str], grants: Sequence[str]) -> list[str]:
+    return [p for p in paths if not any(path_within(p, g) for g in grants)]
+
+
+def _check_grant(granter_scopes: Sequence[str] | None, added: Sequence[str]) -> None:
+    """An administrator grants only what they hold (issue #34)."""
+    if granter_scopes is None:
+        return
+    outside = _outside(added, granter_scopes)
+    if outside:
+        raise ApplicationError(
+            "scope_not_granted", f"you may grant only scopes inside your own grants "
+            f"({', '.join(granter_scopes)}); {', '.join(outside)} lie outside them",
+            status_code=403, details={"field": "scopes", "paths": outside})
+
+
+def _check_reach(granter_scopes: Sequence[str] | None, peer: Peer) -> None:
+    """A scope-limited administrator changes only people whose grants lie inside theirs:
+    a reset or a promotion of someone wider would hand them the wider reach."""
+    if granter_scopes is None:
+        return
+    outside = _outside(list(peer.scope_paths or []), granter_scopes)
+    if outside:
+        raise ApplicationError(
+            "person_out_of_reach", f"{peer.key} holds scopes outside your grants "
+            f"({', '.join(outside)}); only an administrator whose grants cover theirs may "
+            "change them", status_code=403, details={"paths": outside})
+
+
+def end_console_sessions(user_id: Any) -> int:
+    """Delete the console sessions signed in as this user (database sessions, the only
+    engine configured). A deactivated user's sessions must not come back with a
+    reactivation, nor survive a reset or an invitation's acceptance."""
+    from django.contrib.auth import SESSION_KEY
+    from django.contrib.sessions.models import Session as ConsoleSession
+
+    ended = [s.pk for s in ConsoleSession.objects.filter(expire_date__gt=timezone.now())
+             .iterator(chunk_size=500) if s.get_decoded().get(SESSION_KEY) == str(user_id)]
+    ConsoleSession.objects.filter(pk__in=ended).delete()
+    return len(ended)
+
+
+def _revoke_credentials(peer: Peer, actor: str, kinds: Sequence[str] | None = None) -> int:
+    revoked = 0
+    creds = Credential.objects.filter(account_id=peer.account_id, peer=peer,
+                                      revoked_at__isnull=True)
+    if kinds is not None:
+        creds = creds.filter(kind__in=list(kinds))
+    for cred in creds:
+        services.credential_revoke(credential=cred, actor=actor)
+        revoked += 1
+    return revoked
+
+
 # --- services --------------------------------------------------------------------------
 
 @transaction.atomic
 def person_create(*, account_id: uuid.UUID, key: str, actor: str, display_name: str = "",
                   role: str = "member", scope_paths: list[str] | None = None,
-                  username: str | None = None, password: str | None = None) -> Peer:
-    """A human with a role and scope grants. With a password they can sign in at once;
-    without one their sign-in waits for an invitation (`invitation_create`).
+                  username: str | None = None, password: str | None = None,
+                  granter_scopes: Sequence[str] | None = None) -> Peer:
+    """A human with a role and scope grants (by default the granter's own, '/' from the
+    command line). With a password they can sign in at once; without one their sign-in
+    waits for an invitation (`invitation_create`).
 
     Agents usually register the people they talk about first (POST /api/v1/peers), so a
     human peer that exists without a login is given one here rather than refused; any
     other existing peer is `peer_exists` with what to do instead."""
     is_curator, is_admin = _role_flags(role)
-    scopes = _clean_scopes(account_id, scope_paths if scope_paths is not None else ["/"])
+    if scope_paths is None:
+        scope_paths = list(granter_scopes) if granter_scopes is not None else ["/"]
+    scopes = _clean_scopes(account_id, scope_paths)
+    _check_grant(granter_scopes, scopes)
     existing = _loginless_human(account_id, key)
     username = (username or key).strip()
     if not username or len(username) > 150:
@@ -169,12 +237,15 @@ def _loginless_human(account_id: uuid.UUID, key: str) -> Peer | None:
 @transaction.atomic
 def person_update(*, peer: Peer, actor: str, role: str | None = None,
                   scope_paths: list[str] | None = None, active: bool | None = None,
-                  display_name: str | None = None) -> Peer:
+                  display_name: str | None = None,
+                  granter_scopes: Sequence[str] | None = None) -> Peer:
     """Change a person's role, scope grants, name or active state; one audit entry per
-    kind of change. Deactivating revokes every credential they hold."""
+    kind of change. Deactivating revokes every credential they hold and ends their
+    console sessions."""
     peer = Peer.objects.select_for_update().get(pk=peer.pk)
     if peer.kind != Peer.Kind.HUMAN:
         raise NotFound("person")
+    _check_reach(granter_scopes, peer)
     was_admin = peer.is_admin and peer.deactivated_at is None
     if display_name is not None and display_name.strip() != peer.display_name:
         peer.display_name = display_name.strip() or peer.key
@@ -187,6 +258,7 @@ def person_update(*, peer: Peer, actor: str, role: str | None = None,
         _audit(peer, "person.role_changed", actor, before=before, after=role)
     if scope_paths is not None:
         scopes = _clean_scopes(peer.account_id, scope_paths)
+        _check_grant(granter_scopes, [p for p in scopes if p not in (peer.scope_paths or [])])
         if scopes != list(peer.scope_paths or []):
             before_scopes = list(peer.scope_paths or [])
             peer.scope_paths = scopes
@@ -213,17 +285,17 @@ def _deactivate(peer: Peer, actor: str) -> None:
     now = timezone.now()
     peer.deactivated_at = now
     peer.save(update_fields=["deactivated_at"])
+    sessions = 0
     if peer.user_id:
         # An inactive user's console session no longer authenticates (Django's
         # ModelBackend refuses it on the next request); principal_for_user checks
-        # deactivated_at as well.
+        # deactivated_at as well. The sessions are deleted too: being inactive only
+        # suspends them, and a reactivation would bring an old cookie back.
         get_user_model().objects.filter(pk=peer.user_id).update(is_active=False)
-    revoked = 0
-    for cred in Credential.objects.filter(account_id=peer.account_id, peer=peer,
-                                          revoked_at__isnull=True):
-        services.credential_revoke(credential=cred, actor=actor)
-        revoked += 1
-    _audit(peer, "person.deactivated", actor, credentials_revoked=revoked)
+        sessions = end_console_sessions(peer.user_id)
+    revoked = _revoke_credentials(peer, actor)
+    _audit(peer, "person.deactivated", actor, credentials_revoked=revoked,
+           sessions_ended=sessions)
 
 
 @transaction.atomic
@@ -232,8 +304,9 @@ def person_deactivate(*, peer: Peer, actor: str) -> Peer:
 
 
 @transaction.atomic
-def scopes_grant(*, peer: Peer, actor: str, paths: list[str]) -> Peer:
-    return person_update(peer=peer, actor=actor,
+def scopes_grant(*, peer: Peer, actor: str, paths: list[str],
+                 granter_scopes: Sequence[str] | None = None) -> Peer:
+    return person_update(peer=peer, actor=actor, granter_scopes=granter_scopes,
                          scope_paths=[*(peer.scope_paths or []), *paths])
 
 
@@ -253,9 +326,9 @@ def scopes_revoke(*, peer: Peer, actor: str, paths: list[str]) -> Peer:
 
 @transaction.atomic
 def password_set(*, peer: Peer, password: str, actor: str, via: str = "admin") -> Peer:
-    """Set or reset a person's password (an administrator, the command line, or an
-    invitation). Their console sessions end (Django ties them to the password hash); a
-    reset by an administrator also revokes their login tokens."""
+    """Set or reset a person's password (the command line, the person themself, or an
+    invitation). Their console sessions end (Django ties them to the password hash); set
+    by anyone but themself, their login tokens are revoked too."""
     if peer.kind != Peer.Kind.HUMAN:
         raise ApplicationError("agents_cannot_sign_in", "only humans have passwords")
     if peer.deactivated_at is not None:
@@ -276,17 +349,23 @@ def password_set(*, peer: Peer, password: str, actor: str, via: str = "admin") -
         peer.user = user
         peer.save(update_fields=["user"])
     revoked = 0
-    if via == "admin":
-        # A reset by someone else is what follows a leaked password: the login tokens
-        # minted with the old one die with it (the person's own change keeps them).
-        for cred in Credential.objects.filter(account_id=peer.account_id, peer=peer,
-                                              kind=Credential.Kind.TOKEN,
-                                              revoked_at__isnull=True):
-            services.credential_revoke(credential=cred, actor=actor)
-            revoked += 1
+    if via != "self":
+        # A password set by someone else (a reset, an invitation's holder) is what follows
+        # a leaked one or a takeover: the login tokens and console sessions of the old
+        # one die with it (the person's own change keeps them).
+        revoked = _revoke_credentials(peer, actor, [Credential.Kind.TOKEN])
+        end_console_sessions(user.pk)
     _audit(peer, "person.password_set", actor, via=via,
-           **({"tokens_revoked": revoked} if via == "admin" else {}))
+           **({"tokens_revoked": revoked} if via != "self" else {}))
     return peer
+
+
+def username_of(peer: Peer) -> str | None:
+    """The sign-in name of this person, if they have one."""
+    if not peer.user_id:
+        return None
+    return get_user_model().objects.filter(pk=peer.user_id).values_list(
+        "username", flat=True).first()
 
 
 @transaction.atomic
@@ -303,14 +382,36 @@ def password_change(*, peer: Peer, current: str, new: str) -> Peer:
 
 
 @transaction.atomic
-def invitation_create(*, peer: Peer, actor: str) -> tuple[Credential, str]:
+def invitation_create(*, peer: Peer, actor: str, reset: bool = False,
+                      granter_scopes: Sequence[str] | None = None) -> tuple[Credential, str]:
     """A one-time invitation for `peer` to set their password; earlier open invitations
-    of theirs are revoked. The token is returned once and stored as a digest."""
+    of theirs are revoked. The token is returned once and stored as a digest.
+
+    Someone who has a password is not invited (the link's holder would set it and
+    become them) unless `reset`: their password is made unusable, every credential they
+    hold revoked and their console sessions ended, audited as `actor`."""
     if peer.kind != Peer.Kind.HUMAN:
         raise ApplicationError("agents_cannot_sign_in", "only humans are invited")
     if peer.deactivated_at is not None:
         raise ApplicationError("person_deactivated", f"{peer.key} is deactivated; "
                                "reactivate them first", status_code=409)
+    _check_reach(granter_scopes, peer)
+    User = get_user_model()
+    user = User.objects.select_for_update().filter(pk=peer.user_id).first() \
+        if peer.user_id else None
+    if user is not None and user.has_usable_password():
+        if not reset:
+            raise ApplicationError(
+                "has_password", f"{peer.key} already has a password, and an invitation is "
+                "for someone without one. They change it themselves; if it is lost, reset "
+                "it (reset: true), which signs them out everywhere and revokes their "
+                "tokens and keys", status_code=409)
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        sessions = end_console_sessions(user.pk)
+        revoked = _revoke_credentials(peer, actor)
+        _audit(peer, "person.password_reset", actor, credentials_revoked=revoked,
+               sessions_ended=sessions)
     for old in Credential.objects.filter(account_id=peer.account_id, peer=peer,
                                          kind=Credential.Kind.INVITATION,
                                          revoked_at__isnull=True):
@@ -321,6 +422,12 @@ def invitation_create(*, peer: Peer, actor: str) -> tuple[Credential, str]:
         kind=Credential.Kind.INVITATION, expires_at=expires, actor=actor)
     _audit(peer, "person.invited", actor, prefix=cred.prefix, expires_at=expires.isoformat())
     return cred, token
+
+
+def invitation_url(base_url: str, token: str) -> str:
+    """The console link for an invitation. The token follows '#': browsers never send a
+    fragment, so it is in no request line and no access log (the page posts it)."""
+    return f"{base_url.rstrip('/')}/console/invitation/#{token}"
 
 
 def _open_invitation(token: str) -> Credential:
@@ -365,10 +472,17 @@ def invitation_accept(*, token: str, password: str) -> Peer:
         raise ApplicationError("invalid_invitation", "this invitation was already used",
                                status_code=404)
     peer = Peer.objects.get(credentials=cred)
-    password_set(peer=peer, password=password, actor=f"peer:{peer.key}", via="invitation")
+    # Whoever holds the link acts here, and that is whom the administrator who made it
+    # gave it to: the entries name the invitation and its maker, never the person alone.
+    actor = f"invitation:{cred.prefix}"
+    invited_by = (AuditEntry.objects.filter(
+        account_id=peer.account_id, event_type="person.invited", target_id=str(peer.pk),
+        payload__prefix=cred.prefix).values_list("actor", flat=True).first() or "unknown")
+    password_set(peer=peer, password=password, actor=actor, via="invitation")
     cred.revoked_at = timezone.now()
     cred.save(update_fields=["revoked_at"])
-    _audit(peer, "person.invitation_accepted", f"peer:{peer.key}", prefix=cred.prefix)
+    _audit(peer, "person.invitation_accepted", actor, prefix=cred.prefix,
+           invited_by=invited_by)
     return peer
 
 

@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 log = logging.getLogger(__name__)
 
-INSECURE_DEFAULT_KEY = "memhouse-insecure-local-key-change-me"
+INSECURE_DEFAULT_KEY = "memhouse-insecure-local-key-change-me"  # = settings' built-in
 
 
 def uses_default_key() -> bool:

@@ -131,7 +131,7 @@ PERSON = {"id": PERSON_ID, "key": "caroline",
           "scopes": ["/"], "active": True, "has_password": True,
           "invitation_expires_at": None, "created_at": NOW}
 INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00:00Z",
-              "url": "https://memhouse.example/console/invitation/mh_5e6f7a8b9c0d_Qw3.../"}
+              "url": "https://memhouse.example/console/invitation/#mh_5e6f7a8b9c0d_Qw3..."}
 # The ids docs/api.md's curl lines put into path parameters.
 PATH_PARAMETERS: dict[str, str] = {"knowledge_id": K1, "document_id": DOC,
                                    "question_id": QUESTION, "message_id": MSG,
@@ -183,7 +183,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "request": {"role": "admin", "scopes": ["/"], "active": True},
         "response": {**PERSON, "role": "admin"},
     },
-    "v1_person_invitation_create": {"status": 201, "response": INVITATION},
+    "v1_person_invitation_create": {"status": 201, "request": {"reset": True},
+                                    "response": INVITATION},
     "v1_scopes_retrieve": {
         "status": 200,
         "response": {"scopes": [{"id": SCOPE_ID, "path": "/demo", "name": "demo"}]},

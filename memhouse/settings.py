@@ -13,7 +13,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("MEMHOUSE_DEBUG", False)
 # The fallback key is for local use only; production sets MEMHOUSE_SECRET_KEY(_FILE).
 # memhouse.checks refuses to serve with it unless DEBUG, bound to loopback, or this:
-SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", "memhouse-insecure-local-key-change-me")
+MEMHOUSE_BUILTIN_SECRET_KEY = "memhouse-insecure-local-key-change-me"
+SECRET_KEY = env_str("MEMHOUSE_SECRET_KEY", MEMHOUSE_BUILTIN_SECRET_KEY)
 MEMHOUSE_ALLOW_INSECURE_LOCAL = env_bool("MEMHOUSE_ALLOW_INSECURE_LOCAL", False)
 ALLOWED_HOSTS = env_list("MEMHOUSE_ALLOWED_HOSTS",
                          ["localhost", "127.0.0.1", "[::1]", "testserver"])
@@ -59,10 +60,12 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # the console login's lockout page
 ]
 
-# Sign-in throttling (django-axes) on POST /api/v1/auth/token and the console login:
-# after MEMHOUSE_LOGIN_FAILURE_LIMIT failures for one username, or from one address, both
-# are refused for MEMHOUSE_LOGIN_COOLOFF_MINUTES (429 `too_many_login_attempts` with
-# Retry-After on the API).
+# Sign-in throttling (django-axes) on POST /api/v1/auth/token, the console login and the
+# current-password check of a password change: after MEMHOUSE_LOGIN_FAILURE_LIMIT
+# failures for one username from one address, that pair is refused for
+# MEMHOUSE_LOGIN_COOLOFF_MINUTES (429 `rate_limited` with Retry-After on the API). Per
+# pair, so the lockout is no weapon (issue #34): nobody elsewhere can lock a person out,
+# and attempts while locked do not restart the cool-off.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -70,9 +73,9 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env_int("MEMHOUSE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_MINUTES = env_int("MEMHOUSE_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
 AXES_COOLOFF_TIME = AXES_COOLOFF_MINUTES / 60  # hours
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
-# Not reset on success: axes would clear the address's failures for every username, so
-# one valid account would let an attacker keep guessing others; failures age out instead.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# Not reset on success: failures age out instead.
 AXES_RESET_ON_SUCCESS = False
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
@@ -144,8 +147,16 @@ DATABASES = {"default": _default_db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -----------------------------------------------------------------------------
+# Django's full set (issue #34): not like the username, at least
+# MEMHOUSE_PASSWORD_MIN_LENGTH characters, not one of 20,000 common passwords, not all
+# digits. Applied wherever a password is set (`manage.py people`, an invitation, a
+# password change): 400 `weak_password` saying why.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": env_int("MEMHOUSE_PASSWORD_MIN_LENGTH", 8, minimum=8)}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
@@ -325,7 +336,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 
 
 # --- Account archives (governance/archive.py) -------------------------------------------
 # The operator key archives are signed with (HMAC-SHA256); empty: a key derived from
-# SECRET_KEY, so archives then import only where that secret is the same.
+# SECRET_KEY, so archives then import only where that secret is the same, or while
+# SECRET_KEY is the built-in one, a random key generated once into <data dir>/archive.key.
 MEMHOUSE_ARCHIVE_KEY = env_str("MEMHOUSE_ARCHIVE_KEY", "")
 # Import caps: total unpacked bytes of an archive, and the longest row.
 MEMHOUSE_ARCHIVE_MAX_BYTES = env_int("MEMHOUSE_ARCHIVE_MAX_BYTES", 8 << 30, minimum=1 << 20)

@@ -8,7 +8,8 @@
  *     the new content (the outcome message or confirmation), so keyboard and screen-reader
  *     users are not left on a removed button;
  *   - "Select all shown" for bulk decisions in the curator queue;
- *   - a message in words when the server fails (5xx) or cannot be reached.
+ *   - a message in words when the server fails (5xx) or cannot be reached;
+ *   - an invitation link's token (after '#') posted from the invitation page.
  */
 (function () {
   "use strict";
@@ -36,7 +37,21 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { wireSelectAll(document); });
+  // An invitation link carries its token after '#' (never sent to the server, so in no
+  // access log): post it from the page, and drop it from the address bar and history.
+  function openInvitation() {
+    var form = document.getElementById("invitation-code-form");
+    var code = window.location.hash.slice(1);
+    if (!form || !code) return;
+    window.history.replaceState(null, "", window.location.pathname + window.location.search);
+    form.elements.token.value = decodeURIComponent(code);
+    form.submit();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    wireSelectAll(document);
+    openInvitation();
+  });
 
   // htmx:load fires for every element htmx inserts (not for the initial page body).
   document.addEventListener("htmx:load", function (evt) {

@@ -108,13 +108,15 @@ def test_an_invitation_link_is_used_once_and_leaves_the_url(world: Any, dave: Cl
     r = dave.post("/console/people/invite/", {"key": "erin", "display_name": "Erin",
                                               "role": "curator", "scopes": "/marketing"})
     assert r.status_code == 201, r.content.decode()[:2000]
-    link = re.search(r'value="http://testserver(/console/invitation/(mh_[^/"]+)/)"',
+    link = re.search(r'value="http://testserver(/console/invitation/)#(mh_[^"]+)"',
                      r.content.decode())
     assert link is not None
     _unbind()
     invitee = Client()
-    r = invitee.get(link.group(1))
-    # The token is in a URL once: the link parks it in the session and moves on.
+    # The token follows '#', which a browser never sends: the page posts it (console.js).
+    page = invitee.get(link.group(1))
+    assert page.status_code == 200 and 'id="invitation-code-form"' in page.content.decode()
+    r = invitee.post("/console/invitation/code/", {"token": link.group(2)})
     assert r.status_code == 303 and r["Location"] == "/console/invitation/"
     page = invitee.get("/console/invitation/")
     assert page.status_code == 200 and "Welcome, Erin" in page.content.decode()
@@ -131,9 +133,28 @@ def test_an_invitation_link_is_used_once_and_leaves_the_url(world: Any, dave: Cl
     assert "Erin" in invitee.get("/console/").content.decode()  # signed in
     _unbind()
     again = Client()
-    again.get(link.group(1))
+    again.post("/console/invitation/code/", {"token": link.group(2)})
     r = again.get("/console/invitation/")
     assert r.status_code == 404 and "already used" in r.content.decode()
+
+
+@pytest.mark.django_db
+def test_someone_with_a_password_gets_a_reset_not_an_invitation(world: Any,
+                                                                dave: Client) -> None:
+    page = dave.get("/console/people/").content.decode()
+    assert "Reset password" in page  # alice has a password: no plain invitation button
+    _unbind()
+    r = dave.post(f"/console/people/{world.subject.id}/invite/", **HX)
+    assert r.status_code == 409 and "already has a password" in r.content.decode()
+    _unbind()
+    r = dave.post(f"/console/people/{world.subject.id}/invite/", {"reset": "yes"}, **HX)
+    html = r.content.decode()
+    assert r.status_code == 200 and "signed out everywhere" in html
+    assert re.search(r'value="http://testserver/console/invitation/#mh_[^"]+"', html)
+    rebind_account_for_tests(world.account.id)
+    entry = AuditEntry.objects.get(event_type="person.password_reset")
+    assert entry.actor == "peer:dave" and entry.target_id == str(world.subject.pk)
+    assert not Peer.objects.get(pk=world.subject.pk).user.has_usable_password()
 
 
 # --- in a real browser -----------------------------------------------------------------
@@ -183,14 +204,14 @@ def test_an_administrator_invites_and_deactivates_in_the_browser(
     admin.locator("#invite-scopes").fill("/marketing")
     admin.get_by_role("button", name="Invite").click()
     url = admin.locator("#invitation-url").input_value()
-    assert re.fullmatch(rf"{re.escape(live_server.url)}/console/invitation/mh_[^/]+/", url)
+    assert re.fullmatch(rf"{re.escape(live_server.url)}/console/invitation/#mh_\S+", url)
     erin_row = admin.locator("li.person", has_text="erin")
     assert "invited" in erin_row.inner_text()
 
     invitee = _page(browser, problems)
-    invitee.goto(url)
-    invitee.wait_for_url(f"{live_server.url}/console/invitation/")
-    assert "Welcome, Erin" in invitee.content()
+    invitee.goto(url)  # console.js posts the token after '#' and drops it from the URL
+    invitee.get_by_role("heading", name="Welcome, Erin").wait_for()
+    assert invitee.url == f"{live_server.url}/console/invitation/"
     invitee.get_by_label("Password", exact=True).fill("erin-pass-1234")
     invitee.get_by_label("Password, again").fill("erin-pass-1234")
     invitee.get_by_role("button", name="Set my password and sign in").click()

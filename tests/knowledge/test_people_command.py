@@ -34,7 +34,7 @@ def test_add_a_curator_and_a_subject(world: Any, monkeypatch: Any) -> None:
     assert "created cora (curator)" in out
     out = run(monkeypatch, "--account", "acme", "create", "sam", "--scope",
               "/marketing/social", "--invite")
-    link = re.search(r"/console/invitation/(mh_\S+)/", out)
+    link = re.search(r"/console/invitation/#(mh_\S+)", out)
     assert link is not None and "shown only now" in out
     assert people.invitation_peek(token=link.group(1)).key == "sam"
     assert authenticate(username="cora", password="cora-pass-1234") is not None
@@ -68,6 +68,11 @@ def test_grants_roles_passwords_and_deactivation(world: Any, monkeypatch: Any) -
     assert token.revoked_at is not None  # a reset ends the login tokens of the old one
     with pytest.raises(CommandError, match="weak_password"):
         run(monkeypatch, *acme, "set-password", "bob", "--password-stdin", stdin="x\n")
+    # Someone with a password is not invited; a reset is, loudly (issue #34).
+    with pytest.raises(CommandError, match="has_password"):
+        run(monkeypatch, *acme, "invite", "bob")
+    assert "/console/invitation/#mh_" in run(monkeypatch, *acme, "invite", "bob", "--reset")
+    assert authenticate(username="bob", password="bob-other-pass-9") is None
     with pytest.raises(CommandError, match="no terminal"):
         run(monkeypatch, *acme, "set-password", "bob")  # never a password argument
     with pytest.raises(CommandError, match="no person 'scribe'"):
@@ -81,7 +86,7 @@ def test_grants_roles_passwords_and_deactivation(world: Any, monkeypatch: Any) -
         events = set(AuditEntry.objects.filter(actor="system:people")
                      .values_list("event_type", flat=True))
     assert {"person.role_changed", "person.password_set", "person.deactivated",
-            "person.scopes_changed"} <= events
+            "person.scopes_changed", "person.password_reset"} <= events
 
 
 def test_create_gives_a_login_to_a_person_an_agent_registered_first(
@@ -96,7 +101,7 @@ def test_create_gives_a_login_to_a_person_an_agent_registered_first(
               "--scope", "/marketing", "--invite")
     assert "already existed (an agent registered it)" in out
     # The link starts with MEMHOUSE_PUBLIC_URL, not a fixed 127.0.0.1:8000.
-    link = re.search(r"(\S+)/console/invitation/(mh_\S+)/", out)
+    link = re.search(r"(\S+)/console/invitation/#(mh_\S+)", out)
     assert link is not None and link.group(1) == "https://memory.example.com"
     assert people.invitation_peek(token=link.group(2)).key == "sam"
     rebind_account_for_tests(None)
@@ -121,8 +126,9 @@ def test_invitation_links_follow_the_served_address(world: Any, monkeypatch: Any
     settings.DATA_DIR = tmp_path
     assert served_url.public_base_url() == "http://127.0.0.1:8000"  # nothing served yet
     served_url.record(served_url.base_for("0.0.0.0:8123"))  # what `serve` writes
-    out = run(monkeypatch, "--account", "acme", "invite", "alice")
-    assert "  http://127.0.0.1:8123/console/invitation/mh_" in out
-    out = run(monkeypatch, "--account", "acme", "invite", "alice", "--base-url",
+    # alice has a password: a new link for her is a reset
+    out = run(monkeypatch, "--account", "acme", "invite", "alice", "--reset")
+    assert "  http://127.0.0.1:8123/console/invitation/#mh_" in out
+    out = run(monkeypatch, "--account", "acme", "invite", "alice", "--reset", "--base-url",
               "https://people.example.org/")
-    assert "  https://people.example.org/console/invitation/mh_" in out
+    assert "  https://people.example.org/console/invitation/#mh_" in out

@@ -65,6 +65,9 @@ class Command(BaseCommand):
         revoke.add_argument("paths", nargs="+", metavar="SCOPE")
         invite = person("invite", "a new one-time invitation link (earlier ones stop working)")
         invite.add_argument("--base-url", default=None, help=base_help)
+        invite.add_argument("--reset", action="store_true",
+                            help="for someone who has a password: make it unusable, revoke "
+                                 "their tokens and keys and end their sessions first")
         person("deactivate", "deactivate: sign-in, sessions, tokens and keys stop at once")
         person("reactivate", "let a deactivated person sign in again")
         sub.add_parser("list", help="list the Account's people")
@@ -166,7 +169,7 @@ class Command(BaseCommand):
             peer = people.scopes_revoke(peer=peer, actor=ACTOR, paths=options["paths"])
             out(f"{peer.key} may use {', '.join(peer.scope_paths) or 'no scope'}")
         elif action == "invite":
-            self._invite(peer, options["base_url"])
+            self._invite(peer, options["base_url"], reset=options["reset"])
         elif action == "deactivate":
             people.person_update(peer=peer, actor=ACTOR, active=False)
             out(f"{peer.key} is deactivated; their sessions, tokens and keys no longer work")
@@ -174,9 +177,9 @@ class Command(BaseCommand):
             people.person_update(peer=peer, actor=ACTOR, active=True)
             out(f"{peer.key} is active again; their old tokens and keys stay revoked")
 
-    def _invite(self, peer: Peer, base_url: str | None) -> None:
+    def _invite(self, peer: Peer, base_url: str | None, *, reset: bool = False) -> None:
         base_url = base_url or served_url.public_base_url()
-        cred, token = people.invitation_create(peer=peer, actor=ACTOR)
+        cred, token = people.invitation_create(peer=peer, actor=ACTOR, reset=reset)
         self.stdout.write(f"invitation for {peer.key}, valid until "
                           f"{cred.expires_at:%Y-%m-%d %H:%M} UTC, shown only now:\n"
-                          f"  {base_url.rstrip('/')}/console/invitation/{token}/")
+                          f"  {people.invitation_url(base_url, token)}")
