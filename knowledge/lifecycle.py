@@ -83,19 +83,23 @@ STATES: dict[str, State] = {
               "verification names the accepting decision",
               ("f4_gate_a_b_accepted", "f4_curator_approved", "f4_subject_confirmed",
                "f4_contest_resolved_for", "f4_revalidation_confirmed", "f4_timer_evidence",
-               "f4_promotion_declined", "f4_curator_edited", "f4_subject_corrected")),
+               "f4_promotion_declined", "f4_curator_edited", "f4_subject_corrected",
+               "f4_revalidation_source_live")),
         State(PROVISIONAL, "Visible only to its subject while it waits for review.",
-              "A peer-level gate defers its decision.",
+              "A peer-level gate defers its decision, or the person a held claim names "
+              "is registered.",
               "Pipeline; creates a validation row and a peer question.", "stable",
               _v(True, False, False, False), "subject_only", "subject_peer_only",
               "subject_only", "subject_peer_id and a pending validation",
-              ("f4_gate_a_b_deferred",)),
+              ("f4_gate_a_b_deferred", "f4_named_person_linked")),
         State(HELD, "Parked at its source scope while wider placement waits for review or consent.",
-              "A wider gate deferral, or a promotion request on an active row.",
+              "A wider gate deferral, a claim about a person who is not registered, or a "
+              "promotion request on an active row.",
               "Pipeline or human promotion; validation / consent workflow.", "stable",
               _v(True, False, True, True), "no", "none", "missing",
               "held_scope_id and a validation target",
-              ("f4_scope_hold", "f4_promotion_requested", "f4_gate_unattended_hold")),
+              ("f4_scope_hold", "f4_promotion_requested", "f4_gate_unattended_hold",
+               "f4_named_person_hold")),
         State(NEEDS_REVALIDATION, "Past its revalidation date; unusable until confirmed again.",
               "revalidate_after passes, or a deduction contributor changes.",
               "Lifecycle worker or dependency invalidation; lifecycle or reasoning queue.",
@@ -129,7 +133,8 @@ STATES: dict[str, State] = {
               ("f4_gate_a_noise", "f4_gate_a_duplicate", "f4_gate_a_unsupported",
                "f4_gate_a_machine_output", "f4_gate_a_classifier", "f4_gate_a_phatic",
                "f4_gate_a_fragment", "f4_gate_b_restricted_unattended", "f4_curator_rejected",
-               "f4_contest_resolved_against", "f4_review_overdue", "f4_subject_denied_pending")),
+               "f4_contest_resolved_against", "f4_review_overdue", "f4_subject_denied_pending",
+               "f4_curator_retired")),
         State(CONTESTED, "Disputed by its subject; waiting for a curator decision.",
               "The subject disputes a current statement.",
               "Authenticated human subject; creates a curator validation row.", "stable",
@@ -175,6 +180,13 @@ REASON_SENTENCES: dict[str, str] = {
     "f4_gate_a_b_deferred": "Someone else said it about this person: only they see it "
                             "until they confirm it.",
     "f4_scope_hold": "Held for a curator: it would be shared with everyone in the scope.",
+    "f4_named_person_hold": "Held for a curator: it is about a person who is not registered "
+                            "(their name is recorded; registering them links it to them).",
+    "f4_named_person_linked": "The person it names was registered: only they see it until "
+                              "they confirm it.",
+    "f4_revalidation_source_live": "Confirmed again after its revalidation date: a source "
+                                   "that still stands supports it.",
+    "f4_curator_retired": "Retired by a curator at its revalidation: no longer relied on.",
     "f4_promotion_requested": "Held while a wider placement waits for consent and a curator.",
     "f4_gate_unattended_hold": "Held because nobody was there to confirm it.",
     "f4_revalidation_due": "Past its revalidation date: unused until it is confirmed again.",
@@ -271,8 +283,9 @@ EDGES: dict[str | None, frozenset[str]] = {
                        REDACTED, RETRACTED}),
     PROVISIONAL: frozenset({PROVISIONAL, ACTIVE, HELD, REJECTED, CONTESTED, SUPERSEDED, EXPIRED,
                             REDACTED, STALE, RETRACTED}),
-    HELD: frozenset({HELD, ACTIVE, REJECTED, CONTESTED, SUPERSEDED, EXPIRED, REDACTED,
-                     RETRACTED}),
+    # held -> provisional: the unregistered person a held claim names was registered.
+    HELD: frozenset({HELD, ACTIVE, PROVISIONAL, REJECTED, CONTESTED, SUPERSEDED, EXPIRED,
+                     REDACTED, RETRACTED}),
     NEEDS_REVALIDATION: frozenset({NEEDS_REVALIDATION, ACTIVE, REJECTED, CONTESTED, SUPERSEDED,
                                    EXPIRED, REDACTED, STALE, RETRACTED}),
     # Terminal for ordinary work; privacy redaction or last-source retraction still apply.
@@ -404,7 +417,8 @@ def transition(
 
 
 _ALLOWED_CHANGES = frozenset({"held_scope", "held_scope_id", "confidence", "revalidate_after",
-                              "expires_at", "level", "scope", "scope_id"})
+                              "expires_at", "level", "scope", "scope_id", "subject_peer",
+                              "subject_peer_id"})
 
 
 def _check(to: str, reason: str, changes: dict[str, Any]) -> None:

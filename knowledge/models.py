@@ -344,6 +344,10 @@ class Knowledge(AccountOwned):
     # (knowledge.prompts; operation + digest, never the version string). Not returned by
     # any API; lineage reads the typed operation from it.
     prompt_identity = models.CharField(max_length=100, blank=True, default="")
+    # The person a claim is about when they are not a registered peer ("Jordan told me he
+    # is quitting Google": "Jordan"): the claim is held for a curator with no subject, and
+    # registering that person later makes them its subject (governance.intake.named).
+    named_entity = models.CharField(max_length=200, blank=True, default="")
     # Watermark for derived projections; bumped by every transition.
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -364,6 +368,9 @@ class Knowledge(AccountOwned):
             models.Index(fields=["account", "state"]),
             models.Index(fields=["account", "subject_peer"]),
             models.Index(fields=["account", "scope", "state"]),
+            # Registering a person looks up the held claims that name them.
+            models.Index(fields=["account", "named_entity"], condition=~Q(named_entity=""),
+                         name="knowledge_named_entity"),
         ]
 
     def __str__(self) -> str:

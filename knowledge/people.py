@@ -251,6 +251,7 @@ def person_update(*, peer: Peer, actor: str, role: str | None = None,
         peer.display_name = display_name.strip() or peer.key
         peer.save(update_fields=["display_name"])
         _audit(peer, "person.renamed", actor, display_name=peer.display_name)
+        services.peer_registered(peer)  # held claims naming them by the new name link now
     if role is not None and role != _role_of(peer):
         before = _role_of(peer)
         peer.is_curator, peer.is_admin = _role_flags(role)

@@ -56,5 +56,7 @@ def knowledge_out(k: Knowledge) -> dict[str, Any]:
         "revalidate_after": iso(k.revalidate_after), "expires_at": iso(k.expires_at),
         "relevant_from": iso(k.relevant_from), "relevant_until": iso(k.relevant_until),
         "supersedes": str(k.supersedes_id) if k.supersedes_id else None,
+        # The unregistered person a held claim is about (registering them links it).
+        "named_entity": k.named_entity or None,
         "lifecycle_doc": f"/docs/lifecycle.md#{k.state}",
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -110,7 +111,24 @@ def peer_create(*, account_id: uuid.UUID, key: str, kind: str, display_name: str
     audit.append(account_id=account_id, event_type="peer.created", actor=SYSTEM,
                  target_type="peer", target_id=str(peer.pk),
                  payload={"key": key, "kind": kind, "curator": is_curator})
+    peer_registered(peer)
     return peer
+
+
+# Called with a peer in the transaction that created or renamed it. Governance registers
+# the hook that links held claims naming that person to them (knowledge cannot import it).
+_peer_hooks: list[Callable[[Peer], Any]] = []
+
+
+def register_peer_hook(hook: Callable[[Peer], Any]) -> None:
+    if hook not in _peer_hooks:
+        _peer_hooks.append(hook)
+
+
+def peer_registered(peer: Peer) -> None:
+    """Run the registration hooks for a new or renamed peer (inside its transaction)."""
+    for hook in _peer_hooks:
+        hook(peer)
 
 
 def _new_key() -> tuple[str, str]:
@@ -201,7 +219,7 @@ def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
                       expires_at: datetime | None = None, proposed_by: Peer | None = None,
                       extractor: str = "", sources: list[dict[str, Any]] | None = None,
                       state: str = lifecycle.INITIAL_STATE,
-                      prompt_identity: str = "") -> Knowledge:
+                      prompt_identity: str = "", named_entity: str = "") -> Knowledge:
     """Create one proposed statement with its provenance. Any other start state is refused."""
     if state != lifecycle.INITIAL_STATE:
         raise lifecycle.TransitionError(f"knowledge starts as {lifecycle.INITIAL_STATE}")
@@ -213,7 +231,7 @@ def knowledge_propose(*, account_id: uuid.UUID, statement: str, scope: Scope,
         kind=kind, level=level, confidence=confidence, sensitivity=sensitivity,
         relevant_from=relevant_from, relevant_until=relevant_until,
         revalidate_after=revalidate_after, expires_at=expires_at, proposed_by=proposed_by,
-        extractor=extractor, prompt_identity=prompt_identity,
+        extractor=extractor, prompt_identity=prompt_identity, named_entity=named_entity,
     )
     for src in sources or []:
         KnowledgeSource.objects.create(account_id=account_id, knowledge=item, **src)

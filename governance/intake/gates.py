@@ -147,7 +147,10 @@ def gate_b_placement(item: Knowledge, *, self_observation: bool) -> lifecycle.Ch
                                     Knowledge.Verification.GATE_KEEP)
         return lifecycle.Change(item, lifecycle.PROVISIONAL, "f4_gate_a_b_deferred",
                                 Knowledge.Verification.GATE_DEFER)
-    return lifecycle.Change(item, lifecycle.HELD, "f4_scope_hold",
+    # A claim about a person nobody registered (named_entity set, no subject) waits for a
+    # curator like a scope claim, with its own reason so registering them can link it.
+    return lifecycle.Change(item, lifecycle.HELD,
+                            "f4_named_person_hold" if item.named_entity else "f4_scope_hold",
                             Knowledge.Verification.GATE_DEFER,
                             changes={"held_scope": item.scope})
 
@@ -163,7 +166,7 @@ def open_gate_b_review(item: Knowledge, *, now: datetime) -> None:
         Validation.objects.get_or_create(
             account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
             status=Validation.Status.OPEN,
-            defaults={"reason": "f4_scope_hold", "target_scope": item.scope,
+            defaults={"reason": item.state_reason, "target_scope": item.scope,
                       "target_level": item.level, "due_at": now + REVIEW_WINDOW})
 
 
@@ -178,7 +181,8 @@ def open_gate_b_reviews_for_new(*, provisional: list[Knowledge], held: list[Know
         window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
     Validation.objects.bulk_create([
         Validation(account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
-                   status=Validation.Status.OPEN, reason="f4_scope_hold",
+                   status=Validation.Status.OPEN,
+                   reason=("f4_named_person_hold" if item.named_entity else "f4_scope_hold"),
                    target_scope=item.scope, target_level=item.level,
                    due_at=now + REVIEW_WINDOW)
         for item in held])
@@ -191,7 +195,8 @@ def gate_b(item: Knowledge, *, self_observation: bool) -> Knowledge:
     * peer level, the subject observed it about themself -> active;
     * peer level, someone else's observation -> provisional, with a confirmation
       validation and a question to the subject;
-    * scope or account level -> held at its scope for a curator.
+    * scope or account level -> held at its scope for a curator; so is a claim about a
+      person who is not registered (no subject, `named_entity` set; governance.intake.named).
     """
     now = timezone.now()
     move = gate_b_placement(item, self_observation=self_observation)

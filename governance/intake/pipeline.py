@@ -27,6 +27,7 @@ from governance.intake.gates import (
     agent_claim_about_user,
     normalised,
 )
+from governance.intake.named import settle_subject
 from governance.intake.supersession import may_conflict, settle_update
 from knowledge import audit, lifecycle
 from knowledge.ingest.dead_letter import describe
@@ -295,6 +296,9 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
                 excerpt = msg.text[start:end][:500]
                 claim = agent_claim_about_user(claim, excerpt=excerpt, speaker=msg.peer,
                                                addressee=listener)
+                # A claim about a named person never stays the speaker's (intake.named).
+                claim, named = settle_subject(claim, speaker=msg.peer,
+                                              names=names[msg.scope_id])
                 subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
                 if claim.subject_peer_key and subject is None:
                     continue  # the extractor named a peer that does not exist: never guess
@@ -308,7 +312,7 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
                     level=Knowledge.Level.PEER if subject else Knowledge.Level.SCOPE,
                     confidence=claim.confidence, sensitivity=claim.sensitivity,
                     relevant_from=claim.relevant_from, relevant_until=claim.relevant_until,
-                    proposed_by=msg.peer, extractor=extractor_id,
+                    proposed_by=msg.peer, extractor=extractor_id, named_entity=named,
                     sources=[{"message": msg, "excerpt": excerpt}],
                     revalidate_after=stamps["revalidate_after"],
                     expires_at=stamps["expires_at"]))
@@ -566,6 +570,8 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
                     defaults={"excerpt": excerpt[:500]})
                 supported.add(existing.pk)
                 continue
+            # A claim about a named person is held with the name, or theirs (intake.named).
+            claim, named = settle_subject(claim, speaker=document.peer, names=names)
             outcome.proposed += 1
             subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
             if claim.subject_peer_key and subject is None:
@@ -580,6 +586,7 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
                 confidence=claim.confidence, sensitivity=claim.sensitivity,
                 relevant_from=claim.relevant_from, relevant_until=claim.relevant_until,
                 proposed_by=document.peer, extractor="document/sentences-v1",
+                named_entity=named,
                 sources=[{"document_version": version, "excerpt": excerpt[:500]}],
                 revalidate_after=stamps["revalidate_after"], expires_at=stamps["expires_at"]))
             plans.append((claim, excerpt[:500]))

@@ -1,0 +1,94 @@
+"""Claims about named people who are not the speaker (the seed's gates for someone else).
+
+At intake (`settle_subject`): a claim an extractor filed under the speaker, or under no
+one, that is about a named person (knowledge.ingest.named_persons) never becomes a fact
+about the speaker:
+
+* a registered person -> their claim: provisional for them, with a question (as any
+  claim about someone else);
+* nobody registered by that name -> no subject, the name recorded in `named_entity`,
+  held for a curator (`f4_named_person_hold`).
+
+At registration (`link_named_person`, a knowledge.services peer hook): every claim held
+that way whose recorded name is the new peer's becomes theirs and takes the
+registered-person path (held -> provisional, `f4_named_person_linked`, the curator's
+review closed and a confirmation question opened to them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+from governance.intake.gates import CONFIRMATION_WINDOW
+from governance.models import Validation
+from knowledge import lifecycle
+from knowledge.ingest.extraction import ExtractedClaim
+from knowledge.ingest.named_persons import named_person
+from knowledge.lifecycle import transition
+from knowledge.models import Knowledge, Peer
+from memhouse.principal import Actor
+
+REGISTRATION = Actor.system("registration")
+HOLD_REASON = "f4_named_person_hold"
+
+
+def speaker_names(peer: Peer | None) -> list[str]:
+    if peer is None:
+        return []
+    return [peer.display_name, peer.key, *(peer.aliases or [])]
+
+
+def settle_subject(claim: ExtractedClaim, *, speaker: Peer | None,
+                   names: dict[str, str]) -> tuple[ExtractedClaim, str]:
+    """The claim with its subject settled for a named person, and the unregistered name
+    to record ("" when none). A claim already about another registered peer is kept."""
+    speaker_key = speaker.key if speaker is not None else None
+    if claim.subject_peer_key not in (None, speaker_key):
+        return claim, ""
+    found = named_person(claim.statement, speaker_names=speaker_names(speaker), known=names)
+    if found is None or (found.peer_key is not None and found.peer_key == speaker_key):
+        return claim, ""
+    if found.peer_key is not None:
+        return replace(claim, subject_peer_key=found.peer_key, self_observation=False), ""
+    return replace(claim, subject_peer_key=None, self_observation=False), found.name
+
+
+def _names_of(peer: Peer) -> list[str]:
+    return sorted({n.strip().lower() for n in speaker_names(peer) if n and n.strip()})
+
+
+def link_named_person(peer: Peer) -> int:
+    """Link the claims held for naming `peer` (by display name, key or alias, in full or
+    by a first name) to them. Runs in the transaction that registered or renamed them."""
+    from governance.questions import validation_with_question
+    from governance.services import close_open_work
+
+    names = _names_of(peer)
+    if not names:
+        return 0
+    rows = list(Knowledge.objects.select_for_update(no_key=True)
+                .filter(account_id=peer.account_id, state=lifecycle.HELD,
+                        state_reason=HOLD_REASON, subject_peer__isnull=True)
+                .exclude(named_entity="")
+                .annotate(entity=Lower("named_entity")).order_by("inserted_at", "id"))
+    now = timezone.now()
+    linked = 0
+    for item in rows:
+        entity = item.entity  # type: ignore[attr-defined]
+        if entity not in names and entity.split()[0] not in names:
+            continue
+        transition(item, lifecycle.PROVISIONAL, actor=REGISTRATION,
+                   reason="f4_named_person_linked",
+                   verification=Knowledge.Verification.GATE_DEFER,
+                   evidence={"named_entity": item.named_entity, "peer": peer.key},
+                   subject_peer=peer, level=Knowledge.Level.PEER, held_scope=None)
+        close_open_work(item, status=Validation.Status.RESOLVED, resolution="linked",
+                        kinds=[Validation.Kind.REVIEW])
+        validation_with_question(
+            item, kind=Validation.Kind.CONFIRMATION, reason="f4_named_person_linked",
+            window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
+        linked += 1
+    return linked

@@ -1,0 +1,174 @@
+"""Who a statement is about when it names a person who is not the speaker.
+
+A claim about someone else never becomes a fact about the person who said it (the
+seed's gates: a peer-level claim by someone else waits for its subject, anything wider
+waits for a curator). Extractors do not always say so: the rule-based one keeps "Jordan
+told me he is quitting Google" as "Jordan told Sam he is quitting Google." about Sam, and
+"Jordan is quitting Google" as what Sam said; a model may file a claim about an unlisted
+person under the speaker. `named_person` reads the statement as written (third person,
+the speaker by name) and returns the person it is about, from the subject position only:
+
+* the statement starts with the name and a verb ("Jordan told Sam he...", "Jordan's dad
+  is sick"); "Jordan and Sam went hiking" is about Sam too and is not matched;
+* a report by the speaker starts with it ("Sam said Jordan is quitting Google.",
+  "Sam heard that Jordan...");
+* a person noun of the speaker's introduces it ("Sam's sister Jordan works at Acme.",
+  "Sam's coworker, Jordan, ...").
+
+A capitalised word is a person's name when it is a given name (the census- and
+registry-derived lists in data/, rebuilt by bench/build_person_names.py) or a person noun
+introduces it. A given name that is also a place ("Jordan", "Austin", "Georgia") counts
+only with a person's cue: a person noun, a verb of saying, thinking or feeling after it,
+or he/she/his/her later in the statement. The speaker's own names never count. Pure: no
+database; the caller says who is registered (`known`) and who spoke (`speaker_names`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+_DATA = Path(__file__).resolve().parent / "data"
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_NAME = r"[A-Z][a-z]+(?:-[A-Z][a-z]+)?"
+# Person nouns a speaker introduces someone with ("my sister Jordan").
+PERSON_NOUNS = (
+    "friend|best friend|buddy|pal|roommate|flatmate|neighbou?r|partner|boyfriend|girlfriend|"
+    "husband|wife|spouse|fiancée?|ex|mom|mum|mother|dad|father|parent|sister|brother|sibling|"
+    "son|daughter|kid|child|baby|cousin|aunt|uncle|niece|nephew|grandma|grandmother|grandpa|"
+    "grandfather|grandson|granddaughter|in-law|mother-in-law|father-in-law|sister-in-law|"
+    "brother-in-law|boss|manager|coworker|co-worker|colleague|teammate|classmate|teacher|"
+    "coach|mentor|student|tutor|doctor|therapist|dentist|landlord|tenant|client|customer|"
+    "lead|intern|assistant|friend from work|new hire|neighbor")
+OCCUPATIONS = (
+    "nurse|engineer|developer|programmer|designer|lawyer|accountant|artist|painter|writer|"
+    "author|musician|singer|chef|cook|pilot|driver|officer|scientist|researcher|professor|"
+    "architect|pharmacist|vet|mechanic|electrician|plumber|carpenter|farmer|firefighter|"
+    "soldier|journalist|photographer|actor|actress|dancer|athlete|player|founder|ceo|"
+    "consultant|analyst|recruiter|librarian|barista|waiter|waitress|cashier|volunteer")
+# Verbs after a name that only a person does: saying, thinking, feeling, living a life.
+PERSON_VERBS = _words("""
+told tells tell said says say asked asks ask mentioned mentions texted texts called
+calls emailed emails messaged thinks thought think feels felt feel believes believed
+wants wanted wishes hopes hoped loves loved hates hated likes liked misses missed
+knows knew quit quits quitting resigned resigns retired retires married marries
+divorced dating dates was were is has had got gets getting became becomes moved moves
+moving lives lived works worked studies studied graduated graduates born died passed
+pregnant sick ill diagnosed promoted hired fired laid left leaving joined joins
+started starts visited visits retiring engaged expecting divorcing resigning
+""")
+# Life events only a person has: these make any capitalised word a person ("Raj got
+# promoted"); saying and thinking do not ("Google told me ...").
+LIFE_EVENTS = _words("""
+quit quits quitting resigned resigns married marries divorced dating promoted hired
+fired laid graduated graduates born died pregnant diagnosed retiring retired engaged
+expecting divorcing resigning sick ill
+""")
+# "is"/"was"/"has"/"got" alone are no cue for a place homograph ("Jordan is hot in July");
+# a verb of saying, thinking, feeling or a life event is.
+_WEAK = frozenset({"was", "were", "is", "has", "had", "got", "gets", "getting", "became",
+                   "becomes", "moves", "moving", "lives", "lived", "works", "worked",
+                   "started", "starts", "left", "visited", "visits", "joined", "joins"})
+_PERSON_NOUN = re.compile(rf"^(?:a |an )?(?:\w+ )?(?:{PERSON_NOUNS}|{OCCUPATIONS})s?\b")
+_REPORT = r"(?:said|says|told \w+|heard|thinks|mentioned|explained|wrote|shared)(?: that)?:?"
+_NOT_NAMES = _words("""
+The A An My Our Your Their His Her Its This That These Those There Here It They We You
+He She I Me Mr Mrs Ms Dr St Saint Mount Lake North South East West New Old Big Little
+Good Great
+""")
+
+
+def _person_cue(rest: str, nxt: str, then: str, nouns: str, *, strong_only: bool,
+                definite: bool = False) -> bool:
+    """Whether what follows a capitalised word says it names a person: a verb only a
+    person does ("told", "got promoted"), a person noun of theirs ("Emma's dad") or one
+    they are ("is a nurse"). A given name that is also a place needs more than "is",
+    "was" or "moved"; a word that is no given name (`definite`) needs a person noun or a
+    life event."""
+    if rest.startswith("'s"):
+        return _PERSON_NOUN.match(nouns) is not None
+    if nxt in ("is", "was", "'s") and _PERSON_NOUN.match(" ".join(rest.split()[1:4]).lower()):
+        return True
+    if definite:
+        return nxt in LIFE_EVENTS or (nxt in _WEAK and then in LIFE_EVENTS)
+    strong = nxt in PERSON_VERBS and nxt not in _WEAK
+    weak_then_strong = nxt in _WEAK and then in PERSON_VERBS and then not in _WEAK
+    if strong or weak_then_strong:
+        return True
+    return not strong_only and nxt in PERSON_VERBS and nxt not in ("is", "was", "has", "had")
+
+
+@cache
+def _list(name: str) -> frozenset[str]:
+    text = (_DATA / name).read_text(encoding="utf-8")
+    return frozenset(line.strip() for line in text.splitlines()
+                     if line.strip() and not line.startswith("#"))
+
+
+def given_names() -> frozenset[str]:
+    return _list("person_names.txt")
+
+
+def place_homographs() -> frozenset[str]:
+    return _list("place_names.txt")
+
+
+@dataclass(frozen=True)
+class NamedPerson:
+    name: str  # as written: "Jordan", "Jordan Lee"
+    peer_key: str | None  # the registered peer of that name, else None
+
+
+def _speaker_alternation(speaker_names: list[str]) -> str:
+    names = sorted({n for n in speaker_names if n}, key=len, reverse=True)
+    return "|".join(re.escape(n) for n in names) or r"(?!x)x"
+
+
+def named_person(statement: str, *, speaker_names: list[str],
+                 known: dict[str, str] | None = None) -> NamedPerson | None:
+    """The named person other than the speaker that `statement` is about, or None.
+
+    `speaker_names`: the speaker's display name, key and aliases; `known`: lower-cased
+    registered names and aliases -> peer key (a registered name needs no lexicon)."""
+    known = known or {}
+    text = statement.strip()
+    speaker = _speaker_alternation(speaker_names)
+    own = {part.lower() for n in speaker_names if n for part in n.split()}
+    candidates: list[tuple[re.Match[str], bool]] = []  # (match, introduced by a person noun)
+    introduced = re.match(
+        rf"(?i:(?:{speaker})'s (?:\w+ ){{0,2}}?(?:{PERSON_NOUNS})),? "
+        rf"(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>.*)$", text)
+    if introduced is not None:
+        candidates.append((introduced, True))
+    named = rf"(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>(?:'s)? .*)$"
+    # the statement's subject, or the subject of what the speaker reported
+    for pattern in (named, rf"(?:{speaker}) {_REPORT} (?:[a-z]+ly,? )?{named}"):
+        match = re.match(pattern, text)
+        if match is not None:
+            candidates.append((match, False))
+    for match, by_noun in candidates:
+        name, rest = match.group("name"), match.group("rest")
+        first = name.split()[0]
+        if first in _NOT_NAMES or first.endswith("ing") or any(
+                part.lower() in own for part in name.split()):
+            continue  # a gerund ("Seeing Mel's kids..."), or the speaker
+        after = rest.removeprefix("'s").split()
+        nxt = after[0].lower().strip(",.:;") if after else ""
+        if not by_noun and (not nxt or nxt in ("and", "or", "&") or rest.startswith(",")):
+            continue  # "Jordan and Sam went...": the speaker is a subject too
+        key = known.get(name.lower()) or known.get(first.lower())
+        then = after[1].lower().strip(",.:;") if len(after) > 1 else ""
+        nouns = " ".join(after[:3]).lower()
+        if not (by_noun or _person_cue(
+                rest, nxt, then, nouns, strong_only=key is None and first in place_homographs(),
+                definite=key is None and first not in given_names())):
+            continue
+        return NamedPerson(name, key)
+    return None

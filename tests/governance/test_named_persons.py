@@ -1,0 +1,113 @@
+"""Claims about people who are not the speaker, through the real HTTP API and the real
+pipeline: never an active fact about the speaker; a registered person's claim is
+provisional for them; an unregistered person's is held for a curator with their name
+recorded, and registering them (POST /peers, the people API) links it to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from governance.models import PeerQuestion, Validation
+from knowledge.ingest.named_persons import named_person
+from knowledge.models import Knowledge
+from memhouse.tenancy import account_context
+from tests.governance.helpers import api
+from tests.governance.test_intake_quality import post, search
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def only_row(world: Any, contains: str) -> Knowledge:
+    with account_context(world.account.id):
+        rows = list(Knowledge.objects.filter(statement__icontains=contains)
+                    .select_related("subject_peer").exclude(state="rejected"))
+    assert len(rows) == 1, [(k.statement, k.state) for k in rows]
+    return rows[0]
+
+
+def test_a_claim_about_an_unregistered_person_is_held_with_their_name(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "Jordan told me he is quitting Google.",
+         "My friend Priya just got engaged.")
+    jordan = only_row(committed_world, "quitting Google")
+    priya = only_row(committed_world, "engaged")
+    for row, name in ((jordan, "Jordan"), (priya, "Priya")):
+        assert (row.state, row.state_reason) == ("held", "f4_named_person_hold")
+        assert row.subject_peer_id is None and row.named_entity == name
+    # Nobody reads it as a fact, and least of all as one about Alice.
+    for key in (keys.alice, keys.bob):
+        assert not any("Google" in s for s in search(live_server, key, "Who is quitting Google?"))
+    # The curator's queue shows it with the name and an open review.
+    r = api(live_server, keys.carol, "GET", "curator/queue", state="held")
+    assert r.status_code == 200, r.text
+    items = {i["id"]: i for i in r.json()["items"]}
+    assert items[str(jordan.id)]["named_entity"] == "Jordan"
+    assert [v["kind"] for v in items[str(jordan.id)]["validations"]] == ["review"]
+
+
+def test_registering_the_person_later_links_the_held_claim_to_them(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "Jordan told me he is quitting Google.")
+    held = only_row(committed_world, "quitting Google")
+    r = api(live_server, keys.dave, "POST", "peers",
+            {"key": "jordan", "kind": "human", "display_name": "Jordan"})
+    assert r.status_code == 201, r.text
+    row = only_row(committed_world, "quitting Google")
+    assert row.pk == held.pk
+    assert (row.state, row.state_reason, row.level) == ("provisional", "f4_named_person_linked",
+                                                        "peer")
+    assert row.subject_peer is not None and row.subject_peer.key == "jordan"
+    with account_context(committed_world.account.id):
+        review = Validation.objects.get(knowledge=row, kind=Validation.Kind.REVIEW)
+        assert (review.status, review.resolution) == ("resolved", "linked")
+        question = PeerQuestion.objects.get(knowledge=row, status=PeerQuestion.Status.OPEN)
+        assert question.peer.key == "jordan"
+    # Another name is not linked: registering "Jordana" changes nothing else.
+    post(live_server, keys.alice, "Marco moved to Berlin last month.")
+    api(live_server, keys.dave, "POST", "peers", {"key": "jordana", "kind": "human"})
+    assert only_row(committed_world, "Berlin").state == "held"
+
+
+def test_a_claim_about_a_registered_person_is_provisional_for_them(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "Apparently Bob was diagnosed with asthma.")
+    row = only_row(committed_world, "asthma")
+    assert row.state == "provisional"
+    assert row.subject_peer is not None and row.subject_peer.key == "bob"
+    assert not any("asthma" in s for s in search(live_server, keys.alice, "asthma"))
+
+
+def test_the_speakers_own_claims_and_joint_ones_stay_theirs(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "Jordan and I went hiking in the Alps.",
+         "I work with Jordan at Acme.", "Austin is hot in July.")
+    for text in ("hiking", "Acme", "Austin"):
+        row = only_row(committed_world, text)
+        assert row.state == "active" and row.named_entity == "", (row.statement, row.state)
+        assert row.subject_peer is not None and row.subject_peer.key == "alice"
+
+
+@pytest.mark.parametrize(("statement", "name"), [
+    ("Jordan told Sam he is quitting Google.", "Jordan"),
+    ("Sam said Jordan is quitting Google.", "Jordan"),
+    ("Sam's sister Jordan works at Acme.", "Jordan"),
+    ("Sam's coworker, Dana, is leaving.", "Dana"),
+    ("Sam said apparently Kevin was diagnosed with diabetes.", "Kevin"),
+    ("Sam heard Raj got promoted to director.", "Raj"),
+    ("Sam said Chen is a nurse at the county hospital.", "Chen"),
+    ("Sam said Lisa's husband lost his job.", "Lisa"),
+    ("Jordan and Sam went hiking.", None),
+    ("Sam works with Jordan at Acme.", None),
+    ("Sam said Austin is hot in July.", None),
+    ("Sam said Google is hiring.", None),
+    ("Google told Sam their account is locked.", None),
+    ("Sam said Art can be so healing.", None),
+    ("Seeing Sam's kids' smiles was so awesome.", None),
+    ("Sam said: the office closes at 6pm on Fridays.", None),
+])
+def test_the_named_person_is_read_from_the_subject_position(statement: str,
+                                                            name: str | None) -> None:
+    found = named_person(statement, speaker_names=["Sam", "sam"], known={"alex": "alex"})
+    assert (found.name if found else None) == name
