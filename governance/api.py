@@ -67,7 +67,8 @@ class _NoteInput(serializers.Serializer):
 # --- curators ---------------------------------------------------------------------------
 
 class CuratorQueueApi(APIView):
-    """GET ?state=held|contested&cursor&limit: statements awaiting a curator."""
+    """GET ?state=held|contested|contradiction|revalidation&cursor&limit: statements
+    awaiting a curator."""
 
     permission_classes = [IsHumanCurator]
 
@@ -200,6 +201,24 @@ class CuratorContradictionApi(APIView):
         data.is_valid(raise_exception=True)
         item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
         item = services.contradiction_resolve(item=item, actor=p.peer, **data.validated_data)
+        return Response({"knowledge": knowledge_out(item)})
+
+
+class CuratorRevalidationApi(APIView):
+    """POST {"outcome": "reconfirm"|"retire", "note"}: settle the revalidation of a
+    statement with no human subject (the queue's "revalidation" list)."""
+
+    permission_classes = [IsHumanCurator]
+
+    class InputSerializer(_NoteInput):
+        outcome = serializers.ChoiceField(choices=["reconfirm", "retire"])
+
+    def post(self, request: Request, knowledge_id: uuid.UUID) -> Response:
+        p = principal_of(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = selectors.knowledge_for_curator(principal=p, knowledge_id=knowledge_id)
+        item = services.revalidation_decide(item=item, actor=p.peer, **data.validated_data)
         return Response({"knowledge": knowledge_out(item)})
 
 

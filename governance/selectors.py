@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle
-from knowledge.models import Knowledge, Scope
+from knowledge.models import Knowledge, Peer, Scope
 from knowledge.presenters import decode_cursor, encode_cursor
 from memhouse.errors import ApplicationError, NotFound
 from memhouse.principal import Principal, path_within
@@ -87,9 +87,10 @@ def _require_human(principal: Principal) -> None:
 
 def curator_queue(*, principal: Principal, state: str | None = None, cursor: str | None = None,
                   limit: int = DEFAULT_LIMIT) -> Page:
-    """Held and contested statements awaiting a curator, and current statements with an
-    open contradiction review ("contradiction"), newest first, with their open
-    validations. Never provisional rows."""
+    """Held and contested statements awaiting a curator, current statements with an
+    open contradiction review ("contradiction"), and statements past their revalidation
+    date that nobody else can confirm ("revalidation": no human subject), newest first,
+    with their open validations. Never provisional rows."""
     # A contradiction about someone's own facts is theirs to settle while their question
     # is open and not yet due; past its deadline it comes to the curator.
     asked = PeerQuestion.objects.filter(validation_id=OuterRef("pk"),
@@ -101,15 +102,22 @@ def curator_queue(*, principal: Principal, state: str | None = None, cursor: str
                .exclude(Exists(asked)))
     contradicted = Q(Exists(reviews),
                      state__in=sorted(lifecycle.CURATOR_VISIBLE & lifecycle.CURRENT))
-    if state and state not in (*QUEUE_STATES, "contradiction"):
-        raise ApplicationError("invalid_state",
-                               "the queue holds 'held', 'contested' or 'contradiction'")
+    due = Validation.objects.filter(knowledge_id=OuterRef("pk"),
+                                    kind=Validation.Kind.REVALIDATION,
+                                    status=Validation.Status.OPEN)
+    revalidation = (Q(Exists(due), state=lifecycle.NEEDS_REVALIDATION)
+                    & (Q(subject_peer__isnull=True) | ~Q(subject_peer__kind=Peer.Kind.HUMAN)))
+    if state and state not in (*QUEUE_STATES, "contradiction", "revalidation"):
+        raise ApplicationError("invalid_state", "the queue holds 'held', 'contested', "
+                                                "'contradiction' or 'revalidation'")
     if state == "contradiction":
         which = contradicted
+    elif state == "revalidation":
+        which = revalidation
     elif state:
         which = Q(state=state)
     else:
-        which = Q(state__in=QUEUE_STATES) | contradicted
+        which = Q(state__in=QUEUE_STATES) | contradicted | revalidation
     open_validations = Prefetch(
         "validations", queryset=Validation.objects.filter(status=Validation.Status.OPEN)
         .select_related("target_scope").order_by("created_at"), to_attr="open_validations")

@@ -145,16 +145,33 @@ def _is_promotion(review: Validation | None, item: Knowledge) -> bool:
         review is None and item.state_reason == PROMOTION_REASON)
 
 
+def has_human_subject(item: Knowledge) -> bool:
+    """Whether a person can confirm the statement: its subject is a human peer. Scope
+    claims, document claims and statements about an agent have nobody to ask; their
+    revalidation goes to the curator queue instead."""
+    if item.subject_peer_id is None:
+        return False
+    return Peer.objects.filter(pk=item.subject_peer_id, kind=Peer.Kind.HUMAN).exists()
+
+
 def request_revalidation(item: Knowledge, *, actor: ActorLike, reason: str,
                          evidence: dict[str, Any], now: datetime | None = None) -> Knowledge:
     """active -> needs_revalidation with its REVALIDATION validation and, when the
-    statement has a subject, a revalidation question to them. Call inside a transaction."""
+    statement has a human subject, a revalidation question to them; without one the
+    validation is the curator's (the queue's "revalidation" list: reconfirm or retire).
+    Call inside a transaction."""
     now = now or timezone.now()
     item = transition(item, lifecycle.NEEDS_REVALIDATION, actor=actor, reason=reason,
                       verification=VERIFY.WORKER, evidence=evidence)
-    validation_with_question(
-        item, kind=V.Kind.REVALIDATION, reason=reason, window=REVALIDATION_WINDOW,
-        text="Is this still right about you?", now=now)
+    if has_human_subject(item):
+        validation_with_question(
+            item, kind=V.Kind.REVALIDATION, reason=reason, window=REVALIDATION_WINDOW,
+            text="Is this still right about you?", now=now)
+    else:
+        V.objects.get_or_create(account_id=item.account_id, knowledge=item,
+                                kind=V.Kind.REVALIDATION, status=V.Status.OPEN,
+                                defaults={"reason": reason, "target_scope": item.scope,
+                                          "target_level": item.level})
     return item
 
 
@@ -663,6 +680,38 @@ def contradiction_resolve(*, item: Knowledge, actor: Peer, outcome: str,
     else:
         _settle_contradictions(item)  # both stand: reads stop marking it
     _resolve(review, resolution=f"contradiction_{outcome}", by=actor, note=note)
+    return item
+
+
+@transaction.atomic
+def revalidation_decide(*, item: Knowledge, actor: Peer, outcome: str,
+                        note: str = "") -> Knowledge:
+    """A curator settles the revalidation of a statement nobody else can confirm (no human
+    subject): "reconfirm" it (active again, f4_revalidation_confirmed, its next
+    revalidation moved forward) or "retire" it (rejected, f4_curator_retired). A
+    statement about a person is theirs to confirm (409 subject_decides)."""
+    _require_curator(actor)
+    if outcome not in {"reconfirm", "retire"}:
+        raise ApplicationError("invalid_outcome", "outcome is 'reconfirm' or 'retire'")
+    item = _lock(item)
+    validation = _open_validation(item, V.Kind.REVALIDATION)
+    if item.state != lifecycle.NEEDS_REVALIDATION or validation is None:
+        raise _conflict("not_due", f"this statement is not waiting for revalidation; it is "
+                                   f"{item.state}")
+    if has_human_subject(item):
+        raise _conflict("subject_decides", "this statement is about a person: they confirm "
+                                           "it themselves")
+    evidence = {"validation": str(validation.pk), "note": note}
+    if outcome == "reconfirm":
+        item = transition(item, lifecycle.ACTIVE, actor=actor,
+                          reason="f4_revalidation_confirmed",
+                          verification=VERIFY.CURATOR_APPROVED, evidence=evidence,
+                          **_next_revalidation(item, timezone.now()))
+    else:
+        item = transition(item, lifecycle.REJECTED, actor=actor, reason="f4_curator_retired",
+                          verification=VERIFY.CURATOR_REJECTED, evidence=evidence)
+        drop_derived_rows([item.pk])
+    _resolve(validation, resolution=f"revalidation_{outcome}", by=actor, note=note)
     return item
 
 

@@ -37,6 +37,11 @@ def revalidate_due(account_id: str | None = None) -> Any:
     return _run(workers.revalidate_due, account_id)
 
 
+@shared_task(name="governance.reconfirm_supported", **_RETRY)
+def reconfirm_supported(account_id: str | None = None) -> Any:
+    return _run(workers.reconfirm_supported, account_id)
+
+
 @shared_task(name="governance.age_overdue_reviews", **_RETRY)
 def age_overdue_reviews(account_id: str | None = None) -> Any:
     return _run(workers.age_overdue_reviews, account_id)

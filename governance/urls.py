@@ -19,6 +19,8 @@ urlpatterns = [
     path("curator/knowledge/merge", api.CuratorMergeApi.as_view(), name="curator-merge"),
     path("curator/knowledge/<uuid:knowledge_id>/contradiction",
          api.CuratorContradictionApi.as_view(), name="curator-contradiction"),
+    path("curator/knowledge/<uuid:knowledge_id>/revalidation",
+         api.CuratorRevalidationApi.as_view(), name="curator-revalidation"),
     path("scopes/settings/belief-time", api.ScopeBeliefTimeApi.as_view(),
          name="scope-belief-time"),
     path("me/knowledge", api.MyKnowledgeApi.as_view(), name="me-knowledge"),

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from governance.models import DeductionRun, PeerQuestion, Validation
@@ -104,6 +105,48 @@ def revalidate_due(account_id: uuid.UUID | str, *, now: datetime | None = None) 
                 request_revalidation(item, actor=REVALIDATION, reason="f4_revalidation_due",
                                      evidence={"revalidate_after":
                                                _iso(item.revalidate_after)}, now=at)
+            return len(rows)
+
+    return _batched(batch)
+
+
+def live_source_q(prefix: str = "") -> Q:
+    """A source that still stands: a stored message (erasure deletes its source rows), or
+    a document version that is not tombstoned, of a document not deleted. A document
+    revision that stopped saying a statement has already superseded it."""
+    return (Q(**{f"{prefix}message__isnull": False})
+            | Q(**{f"{prefix}document_version__isnull": False,
+                   f"{prefix}document_version__tombstoned_at__isnull": True,
+                   f"{prefix}document_version__document__deleted_at__isnull": True}))
+
+
+def reconfirm_supported(account_id: uuid.UUID | str, *, now: datetime | None = None) -> int:
+    """needs_revalidation rows with no human subject (nobody to ask: scope claims,
+    document claims, curator-approved facts) that a live source still supports -> active
+    (f4_revalidation_source_live), the next revalidation moved forward and the curator's
+    revalidation review closed. The rest stay in the curator queue to reconfirm or
+    retire."""
+    from governance.services import _next_revalidation
+
+    at = _now(now)
+    human = Peer.objects.filter(pk=OuterRef("subject_peer_id"), kind=Peer.Kind.HUMAN)
+    supported = KnowledgeSource.objects.filter(knowledge_id=OuterRef("pk")).filter(
+        live_source_q())
+
+    def batch() -> int:
+        with account_context(account_id, durable=True):
+            rows = list(Knowledge.objects.select_for_update(skip_locked=True, no_key=True)
+                        .filter(state=lifecycle.NEEDS_REVALIDATION,
+                                state_reason="f4_revalidation_due")
+                        .filter(~Exists(human), Exists(supported))
+                        .order_by("updated_at", "id")[:BATCH])
+            for item in rows:
+                transition(item, lifecycle.ACTIVE, actor=REVALIDATION,
+                           reason="f4_revalidation_source_live", verification=WORKER,
+                           evidence={"revalidate_after": _iso(item.revalidate_after)},
+                           **_next_revalidation(item, at))
+                close_open_work(item, status=Validation.Status.RESOLVED,
+                                resolution="source_live", kinds=[Validation.Kind.REVALIDATION])
             return len(rows)
 
     return _batched(batch)

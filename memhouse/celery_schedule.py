@@ -27,6 +27,13 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": crontab(minute=20),
         "options": {"expires": 5400},
     },
+    # Hourly at :25: statements with no human subject that came due and that a live
+    # source still supports -> active again (the rest wait in the curator queue).
+    "governance-reconfirm-supported": {
+        "task": "governance.reconfirm_supported",
+        "schedule": crontab(minute=25),
+        "options": {"expires": 5400},
+    },
     # Daily at 03:00 (dream-time): held rows whose review is overdue -> rejected.
     "governance-age-overdue-reviews": {
         "task": "governance.age_overdue_reviews",

@@ -196,7 +196,8 @@ def test_beat_schedule_entries_are_crontab_with_expiry():
         "governance.expire_due", "governance.revalidate_due", "governance.age_overdue_reviews",
         "governance.decay_unanswered_questions", "governance.resolve_entities",
         "governance.consolidate_duplicates", "governance.deduce",
-        "governance.sweep_unprocessed", "governance.verify_audit_chains"}
+        "governance.sweep_unprocessed", "governance.verify_audit_chains",
+        "governance.reconfirm_supported"}
     for entry in ours.values():
         assert isinstance(entry["schedule"], crontab)
         assert entry["options"]["expires"] > 0

@@ -685,6 +685,8 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("curator-merge", "POST"): case_curator_merge,
     ("curator-contradiction", "POST"): _curator("contradiction", "alice_peer:internal:active",
                                                 {"outcome": "keep"}),
+    ("curator-revalidation", "POST"): _curator("revalidation", "alice_peer:internal:active",
+                                               {"outcome": "reconfirm"}),
     ("scope-belief-time", "GET"): case_scope_belief_time_get,
     ("scope-belief-time", "PUT"): case_scope_belief_time_put,
     ("me-knowledge", "GET"): case_me_knowledge,
