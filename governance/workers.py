@@ -431,6 +431,8 @@ def _write_deductions(account_id: uuid.UUID | str, group: _Group, answer: dict[s
 
     refs = {f"S{i + 1}": kid for i, (kid, _) in enumerate(group.items)}
     created = 0
+    replacements: list[Knowledge] = []
+    rederived: set[uuid.UUID] = set()
     with account_context(account_id, durable=True):
         run, fresh = DeductionRun.objects.get_or_create(
             account_id=account_id, signature=group.signature,
@@ -469,10 +471,55 @@ def _write_deductions(account_id: uuid.UUID | str, group: _Group, answer: dict[s
                                                target=c, type=Relation.Type.DERIVED_FROM)
             kept = gate_a(item)
             if kept is not None and kept.pk == item.pk:
-                gate_b(item, self_observation=False)
+                placed = gate_b(item, self_observation=False)
+                if placed.state != lifecycle.REJECTED:
+                    replacements.append(placed)
+            elif kept is not None:
+                rederived.add(kept.pk)  # the same conclusion again: it stays
             created += 1
+        replace_earlier_deductions(group, run, replacements, keep=rederived)
         DeductionRun.objects.filter(pk=run.pk).update(created=created)
     return created
+
+
+def replace_earlier_deductions(group: _Group, run: DeductionRun, replacements: list[Knowledge],
+                               *, keep: set[uuid.UUID]) -> int:
+    """Accepted deduction replacement: once a new run over a subject's statements in a
+    scope placed a conclusion (past the gates), the conclusions earlier runs drew there
+    from statements this run also saw, or that are no longer active, are superseded
+    (f4_deduction_replaced, a `supersedes` relation from each replacement). A conclusion
+    the new run drew again (a duplicate merged into it) and one resting on an active
+    statement this run did not see stay. Call inside the run's transaction."""
+    if not replacements:
+        return 0
+    shown = {kid for kid, _ in group.items}
+    retirable = [s for s in lifecycle.CURRENT if lifecycle.SUPERSEDED in lifecycle.EDGES[s]]
+    earlier = list(Knowledge.objects.select_for_update(no_key=True)
+                   .filter(extractor="deduction", subject_peer_id=group.subject_id,
+                           scope_id=group.scope_id, state__in=retirable)
+                   .exclude(pk__in=[*keep, *(r.pk for r in replacements)]).order_by("pk"))
+    basis: dict[uuid.UUID, set[uuid.UUID]] = defaultdict(set)
+    for source_id, target_id in Relation.objects.filter(
+            source_id__in=[k.pk for k in earlier],
+            type=Relation.Type.DERIVED_FROM).values_list("source_id", "target_id"):
+        basis[source_id].add(target_id)
+    active = set(Knowledge.objects.filter(
+        pk__in={t for targets in basis.values() for t in targets},
+        state=lifecycle.ACTIVE).values_list("pk", flat=True))
+    replaced = 0
+    for old in earlier:
+        if not basis[old.pk] or not all(t in shown or t not in active for t in basis[old.pk]):
+            continue
+        transition(old, lifecycle.SUPERSEDED, actor=DEDUCTION, reason="f4_deduction_replaced",
+                   verification=WORKER,
+                   evidence={"deduction_run": str(run.pk),
+                             "replaced_by": [str(r.pk) for r in replacements]})
+        for new in replacements:
+            Relation.objects.get_or_create(account_id=old.account_id, source=new, target=old,
+                                           type=Relation.Type.SUPERSEDES)
+        close_open_work(old, status=Validation.Status.RESOLVED, resolution="replaced")
+        replaced += 1
+    return replaced
 
 
 def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, Any]:

@@ -710,6 +710,29 @@ def operator_table_markdown() -> str:
         "report sees the gap statements themselves; every other reader gets statuses and "
         "counts of rows its posture may see, never ids or text.",
         "",
+        "## Placements for claims about people and statements nobody can confirm",
+        "",
+        "- A claim about a named person other than the speaker is never an active fact "
+        "about the speaker (`governance/intake/named.py`). A registered person's claim is "
+        "`provisional` for them with a confirmation question (`f4_gate_a_b_deferred`). For "
+        "a person nobody registered the claim is `held` with no subject and the name in "
+        "`named_entity` (`f4_named_person_hold`, a curator review); registering that "
+        "person later (a peer created or renamed to that name) moves it `held` -> "
+        "`provisional` for them (`f4_named_person_linked`), closing the review and asking "
+        "them.",
+        "- A statement with no human subject (a scope or document claim, a "
+        "curator-approved fact, a statement about an agent) that passes "
+        "`revalidate_after` becomes `needs_revalidation` with a revalidation review for "
+        "curators instead of a question: the curator queue's `revalidation` list reconfirms "
+        "it (`active`, `f4_revalidation_confirmed`) or retires it (`rejected`, "
+        "`f4_curator_retired`). An hourly worker reconfirms the ones a live source still "
+        "supports (a stored message, or a version not tombstoned of a document not "
+        "deleted: `active`, `f4_revalidation_source_live`).",
+        "- A deduction run over a subject's statements in a scope that places a new "
+        "conclusion supersedes (`f4_deduction_replaced`) the conclusions earlier runs drew "
+        "there from statements the new run also saw or that are no longer active; a "
+        "conclusion drawn again stays.",
+        "",
         "## Reason codes",
         "",
         "Every transition records a reason code; the console shows its sentence.",

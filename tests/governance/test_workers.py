@@ -203,3 +203,59 @@ def test_beat_schedule_entries_are_crontab_with_expiry():
         assert entry["options"]["expires"] > 0
         assert entry["task"] in app.tasks
     assert ours["governance-expire-due"]["options"]["expires"] == 5400  # 1.5 x hourly
+
+
+@pytest.mark.django_db
+def test_a_new_deduction_run_supersedes_the_deductions_it_replaces(world, fake_llm):
+    """Accepted deduction replacement: when Alice's statements change, the next run's
+    conclusion replaces the one drawn before; one resting on a statement the new run did
+    not see stays."""
+    jazz = active_about(world, "Alice likes jazz.")
+    camping = active_about(world, "Alice likes camping.")
+    fake_llm.script.append(ok(_deduction("Alice enjoys outdoor music festivals.")))
+    assert workers.deduce(world.account.id)["created"] == 1
+    old = services.knowledge_confirm(item=Knowledge.objects.get(extractor="deduction"),
+                                     actor=world.subject)
+    # Elsewhere (another scope), a deduction the new run never sees.
+    other_scope = world.account.scope_set.get(path="/")
+    hiking = active_about(world, "Alice likes hiking.", scope=other_scope)
+    birds = active_about(world, "Alice likes birds.", scope=other_scope)
+    fake_llm.script.append(ok(_deduction("Alice enjoys nature walks.")))
+    assert workers.deduce(world.account.id)["created"] == 1  # the "/" group only
+    elsewhere = Knowledge.objects.get(statement="Alice enjoys nature walks.")
+    # A new statement joins Alice's first scope: a new run, a new conclusion.
+    active_about(world, "Alice likes folk music.")
+    fake_llm.script.append(ok(_deduction("Alice enjoys folk festivals outdoors.",
+                                         refs=("S1", "S2", "S3"))))
+    result = workers.deduce(world.account.id)
+    assert result["created"] == 1
+    new = Knowledge.objects.get(statement="Alice enjoys folk festivals outdoors.")
+    old.refresh_from_db()
+    assert (old.state, old.state_reason) == ("superseded", "f4_deduction_replaced")
+    assert Relation.objects.filter(source=new, target=old, type="supersedes").exists()
+    event = LifecycleEvent.objects.filter(knowledge=old).order_by("-created_at").first()
+    assert event.evidence["replaced_by"] == [str(new.pk)]
+    elsewhere.refresh_from_db()
+    assert elsewhere.state == "provisional"  # another scope's conclusion is not touched
+    assert {jazz.pk, camping.pk, hiking.pk, birds.pk}  # contributors themselves stay
+    assert Knowledge.objects.filter(pk__in=[jazz.pk, camping.pk], state="active").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_run_that_concludes_nothing_or_the_same_replaces_nothing(world, fake_llm):
+    active_about(world, "Alice likes jazz.")
+    active_about(world, "Alice likes camping.")
+    fake_llm.script.append(ok(_deduction("Alice enjoys outdoor music festivals.")))
+    workers.deduce(world.account.id)
+    first = Knowledge.objects.get(extractor="deduction")
+    active_about(world, "Alice likes folk music.")
+    fake_llm.script.append(ok({"deductions": []}))
+    workers.deduce(world.account.id)
+    first.refresh_from_db()
+    assert first.state == "provisional"
+    active_about(world, "Alice likes blues.")
+    fake_llm.script.append(ok(_deduction("Alice enjoys outdoor music festivals.")))
+    workers.deduce(world.account.id)  # the same conclusion: merged into the first row
+    first.refresh_from_db()
+    assert first.state == "provisional"
+    assert Knowledge.objects.filter(extractor="deduction").exclude(state="rejected").count() == 1
