@@ -8,7 +8,9 @@ reader, selected in SQL through the reader's visibility filters:
 * about the reader (subject = the reading peer), active, not expired, at a scope the read
   may see;
 * kind fact, relation or skill - never preferences or events;
-* no transient state: no declared expiry, and not past its valid-time end;
+* no transient state: no declared expiry, not past its valid-time end, and not a
+  passing condition however it was stored ("Sam is exhausted", "Sam feels sick today",
+  "Sam was starving right now": TRANSIENT_RE below);
 * public or internal sensitivity - never personal or restricted traits;
 * direct: not inferred by dream-time work (deduction, consolidation, summaries), not
   advice given to the reader, not what someone else reports of them;
@@ -43,6 +45,43 @@ MAX_ENTRIES = 30
 # PostgreSQL regular expressions (\m and \M are word boundaries there).
 ADVICE_RE = r"^[^:]{1,80} told [^:]{1,80}:|\m(should|ought to|might want to|had better)\M"
 REPORTED_RE = r"^[^.:]{1,60}? (said|says|told|thinks|heard)\M"
+# Passing conditions of a person - bodily, emotional and situational states that hold for
+# hours or days - in the ways people say they are in one ("I'm exhausted", "feeling sick
+# today", "was starving right now", "I've been so stressed lately"). A statement that is
+# only such a state is no identity fact, with or without an expiry; "tired of his job"
+# (an attitude) and "a sick day policy" are not matched.
+TRANSIENT_STATES = (
+    # body
+    "tired", "exhausted", "sleepy", "drowsy", "worn out", "drained", "fatigued", "knackered",
+    "wiped out", "beat", "sick", "ill", "unwell", "poorly", "nauseous", "queasy", "feverish",
+    "dizzy", "sore", "achy", "congested", "hungover", "jet-?lagged", "under the weather",
+    "hungry", "starving", "famished", "thirsty", "full", "stuffed", "cold", "freezing",
+    "chilly", "hot", "sweaty", "soaked", "drunk", "tipsy", "sunburnt", "sunburned",
+    "burnt out", "burned out", "out of breath", "in pain", "injured",
+    # mood
+    "bored", "stressed", "stressed out", "anxious", "nervous", "worried", "scared",
+    "upset", "angry", "mad", "furious", "annoyed", "irritated", "frustrated", "grumpy",
+    "cranky", "sad", "down", "bummed", "bummed out", "blue", "lonely", "homesick", "happy",
+    "glad", "excited", "thrilled", "pumped", "stoked", "ecstatic", "relieved", "overwhelmed",
+    "distracted", "restless", "hyper", "calm", "relaxed", "chill", "in a good mood",
+    "in a bad mood", "on edge", "out of it", "fed up", "heartbroken", "devastated",
+    "disappointed", "embarrassed", "confused", "curious", "impatient",
+    # situation
+    "busy", "swamped", "slammed", "late", "running late", "away", "out sick", "offline",
+    "unavailable", "in a meeting", "on a call", "stuck in traffic", "on the way",
+    "on (?:my|his|her|their|the) way", "snowed in", "locked out", "stranded",
+)
+_DEGREE = (r"(so|very|really|a bit|a little|pretty|super|extremely|quite|totally|kind of|"
+           r"kinda|completely|absolutely|incredibly|utterly|just|still|already|too|feeling|"
+           r"getting|rather|slightly|somewhat|all)")
+_NOW = (r"(today|tonight|right now|now|at the moment|atm|this morning|this afternoon|"
+        r"this evening|this week|lately|these days|currently|again|at work|after work)")
+_STATE = "(" + "|".join(TRANSIENT_STATES) + ")"
+TRANSIENT_RE = (
+    r"^[^.:;,]{1,60}? (is|are|am|was|were|feels|felt|seems|seemed|looks|looked|got|gets|"
+    r"has been|had been|have been|has felt|is feeling|was feeling|'s|'re|'m)"
+    rf"( {_DEGREE})* {_STATE}( (and|but|,) ({_DEGREE} )*{_STATE})*"
+    rf"( (from|after|with|because of|about) [^.;]{{1,60}})?( {_NOW})*[.!]*$")
 
 
 def readable_scope_ids(reader: Reader) -> list[uuid.UUID]:
@@ -82,6 +121,7 @@ def stable_statements(*, reader: Reader, scope: Scope | None = None) -> QuerySet
             # Advice ("Mel told Caroline: Caroline should bring her over") is no identity
             # fact, and neither is what someone else reports ("Mel said Caroline is...").
             .exclude(statement__iregex=ADVICE_RE)
+            .exclude(statement__iregex=TRANSIENT_RE)
             .exclude(Q(statement__iregex=REPORTED_RE)
                      & ~Q(statement__istartswith=f"{subject_name} "))
             .filter(Exists(sourced))

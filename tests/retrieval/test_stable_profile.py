@@ -45,6 +45,8 @@ def identity(corpus):  # noqa: F811
         ids["mother"] = sourced("Alice's mother is Ana.", kind="relation",
                                 scope=w.root)  # an ancestor scope
         ids["own_report"] = sourced("Alice said she grew up in Braga.")
+        # An attitude, not a passing state: it stays.
+        ids["attitude"] = sourced("Alice is tired of long commutes.")
         excluded = {
             "preference": sourced("Alice prefers tea over coffee.", kind="preference"),
             "event": sourced("Alice attended a conference.", kind="event"),
@@ -64,6 +66,12 @@ def identity(corpus):  # noqa: F811
             "advice": sourced("Bob told Alice: Alice should bring her sketchbook."),
             "should": sourced("Alice should find a running club here."),
             "reported": sourced("Bob said Alice is a great runner."),
+            # Passing states with no expiry stored: left out all the same.
+            "exhausted": sourced("Alice is exhausted."),
+            "sick_today": sourced("Alice feels sick today."),
+            "starving": sourced("Alice was starving right now."),
+            "stressed": sourced("Alice has been so stressed lately."),
+            "late": sourced("Alice is running late."),
             "unsourced": ids["public"],  # "Alice leads the design team." has no source
         }
         Relation.objects.create(account=w.account, source_id=ids["lisbon"],
@@ -84,7 +92,7 @@ def test_the_allowlist_keeps_stable_direct_sourced_facts_only(identity):
     assert profile is not None and profile["peer_key"] == "alice"
     got = [e["knowledge_id"] for e in profile["entries"]]
     assert set(got) == {ids[k] for k in ("architect", "lisbon", "porto", "sister", "python",
-                                         "mother", "own_report")}
+                                         "mother", "own_report", "attitude")}
     assert not set(excluded.values()) & set(got)
     entry = next(e for e in profile["entries"] if e["knowledge_id"] == ids["architect"])
     assert len(entry["source_ids"]["messages"]) == 1
@@ -148,11 +156,13 @@ def test_search_rank_does_not_depend_on_the_identity_profile(identity):
 
 
 def test_stable_profile_over_http(live_server, identity):
-    w, ids, _ = identity
+    w, ids, excluded = identity
     r = _post(live_server, w.agent_key, peer_key="alice", scope="/marketing/social")
     assert r.status_code == 200, r.text
     body = r.json()
     assert {e["knowledge_id"] for e in body["entries"]} >= {ids["architect"], ids["mother"]}
+    assert not {e["knowledge_id"] for e in body["entries"]} & {
+        excluded[k] for k in ("exhausted", "sick_today", "starving")}
     assert body["allowlist"]["kinds"] == ["fact", "relation", "skill"]
     # the agent credential reads as its own peer by default: nothing about it
     assert _post(live_server, w.agent_key).json()["entries"] == []
