@@ -47,6 +47,12 @@ class ContradictionForm(NoteForm):
                                 label="Outcome")
 
 
+class RevalidationForm(NoteForm):
+    outcome = forms.ChoiceField(choices=[("reconfirm", "Reconfirm the statement"),
+                                         ("retire", "Retire the statement")],
+                                label="Outcome")
+
+
 class EditForm(NoteForm):
     # Whitespace, emptiness and "unchanged" are the service's rules (knowledge_edit).
     statement = forms.CharField(max_length=MAX_STATEMENT_CHARS, label="Corrected statement",

@@ -127,6 +127,7 @@ def scopes_for(*, principal: Principal) -> list[Scope]:
 # --- curator queue ----------------------------------------------------------------------
 
 CONTRADICTION = "contradiction"  # the queue's filter for open contradiction reviews
+REVALIDATION = "revalidation"  # ... and for statements nobody else can confirm, now due
 
 
 @dataclass(frozen=True)
@@ -135,10 +136,11 @@ class QueueCounts:
     contested: int
     capped: bool  # True when a count reached COUNT_CAP ("200+")
     contradicted: int = 0
+    revalidation: int = 0
 
     @property
     def total(self) -> int:
-        return self.held + self.contested + self.contradicted
+        return self.held + self.contested + self.contradicted + self.revalidation
 
 
 def queue_counts(*, principal: Principal) -> QueueCounts:
@@ -146,12 +148,13 @@ def queue_counts(*, principal: Principal) -> QueueCounts:
     numbers obey exactly the queue's authorisation (capped at COUNT_CAP per state)."""
     counts: dict[str, int] = {}
     capped = False
-    for state in (*gov.QUEUE_STATES, CONTRADICTION):
+    for state in (*gov.QUEUE_STATES, CONTRADICTION, REVALIDATION):
         page = gov.curator_queue(principal=principal, state=state, limit=COUNT_CAP)
         counts[state] = len(page.items)
         capped = capped or page.next_cursor is not None
     return QueueCounts(held=counts[lifecycle.HELD], contested=counts[lifecycle.CONTESTED],
-                       contradicted=counts[CONTRADICTION], capped=capped)
+                       contradicted=counts[CONTRADICTION],
+                       revalidation=counts[REVALIDATION], capped=capped)
 
 
 @dataclass(frozen=True)

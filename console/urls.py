@@ -22,6 +22,8 @@ urlpatterns = [
     path("queue/<uuid:knowledge_id>/resolve/", views.queue_resolve, name="queue-resolve"),
     path("queue/<uuid:knowledge_id>/contradiction/", views.queue_contradiction,
          name="queue-contradiction"),
+    path("queue/<uuid:knowledge_id>/revalidation/", views.queue_revalidation,
+         name="queue-revalidation"),
     path("knowledge/<uuid:knowledge_id>/edit/", views.knowledge_edit, name="knowledge-edit"),
     path("knowledge/merge/", views.knowledge_merge, name="knowledge-merge"),
     path("audit/", views.audit_log, name="audit"),

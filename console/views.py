@@ -59,6 +59,7 @@ from console.forms import (
     PersonForm,
     ReasonForm,
     ResolveForm,
+    RevalidationForm,
     errors_in_words,
 )
 from console.htmx import is_partial, retarget, trigger
@@ -263,6 +264,8 @@ class QueueRow:
     contradiction: Validation | None  # an open contradiction review: keep / retire
     contradicted_by: list[views_sel.ContradictionView]
     can_edit: bool  # the item page's edit form applies
+    # past its revalidation date with nobody else to confirm it: reconfirm / retire
+    revalidation: Validation | None = None
 
     @property
     def can_settle(self) -> bool:
@@ -307,6 +310,9 @@ def _queue_rows(principal: Principal, items: list[Knowledge]) -> list[QueueRow]:
         dispute = next((v for v in opened if v.kind == Validation.Kind.DISPUTE), None)
         contradiction = next((v for v in opened if v.kind == Validation.Kind.CONTRADICTION),
                              None)
+        revalidation = next((v for v in opened if v.kind == Validation.Kind.REVALIDATION
+                             and k.state == lifecycle.NEEDS_REVALIDATION
+                             and not services.has_human_subject(k)), None)
         label, tone = _consent_state(k, consent.get(k.pk), review)
         target = ""
         if review is not None and review.target_scope is not None:
@@ -319,7 +325,8 @@ def _queue_rows(principal: Principal, items: list[Knowledge]) -> list[QueueRow]:
             can_resolve=k.state == lifecycle.CONTESTED,
             contradiction=contradiction,
             contradicted_by=contradicting.get(k.pk, []) if contradiction else [],
-            can_edit=views_sel.curator_may_correct(principal=principal, item=k)))
+            can_edit=views_sel.curator_may_correct(principal=principal, item=k),
+            revalidation=revalidation))
     return rows
 
 
@@ -383,6 +390,10 @@ _DECISIONS: dict[str, tuple[str, str]] = {
                            "kept as history.", "contradiction_kept"),
     "contradiction_retire": ("Retired: the statement is superseded and no longer used.",
                              "contradiction_retired"),
+    "revalidation_reconfirm": ("Reconfirmed: the statement is in use again until its next "
+                               "revalidation date.", "revalidation_reconfirmed"),
+    "revalidation_retire": ("Retired: the statement is no longer relied on.",
+                            "revalidation_retired"),
 }
 
 
@@ -395,13 +406,18 @@ def _apply_decision(action: str, item: Knowledge, actor: Peer, note: str) -> Kno
         return services.contradiction_resolve(item=item, actor=actor,
                                               outcome=action.removeprefix("contradiction_"),
                                               note=note)
+    if action.startswith("revalidation_"):
+        return services.revalidation_decide(item=item, actor=actor,
+                                            outcome=action.removeprefix("revalidation_"),
+                                            note=note)
     outcome = "for" if action == "resolve_for" else "against"
     return services.contest_resolve(item=item, actor=actor, outcome=outcome, note=note)
 
 
 def _decide(request: HttpRequest, principal: Principal, knowledge_id: uuid.UUID,
             action: str) -> HttpResponse:
-    with_outcome = {"resolve": ResolveForm, "contradiction": ContradictionForm}
+    with_outcome = {"resolve": ResolveForm, "contradiction": ContradictionForm,
+                    "revalidation": RevalidationForm}
     form: NoteForm = with_outcome.get(action, NoteForm)(request.POST)
     item = gov.knowledge_for_curator(principal=principal, knowledge_id=knowledge_id)
     fallback = _queue_url(_queue_filters(request))
@@ -467,6 +483,13 @@ def queue_resolve(request: HttpRequest, principal: Principal,
 def queue_contradiction(request: HttpRequest, principal: Principal,
                         knowledge_id: uuid.UUID) -> HttpResponse:
     return _decide(request, principal, knowledge_id, "contradiction")
+
+
+@require_POST
+@console_view(curator=True)
+def queue_revalidation(request: HttpRequest, principal: Principal,
+                       knowledge_id: uuid.UUID) -> HttpResponse:
+    return _decide(request, principal, knowledge_id, "revalidation")
 
 
 @require_POST

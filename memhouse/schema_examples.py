@@ -46,7 +46,8 @@ def knowledge(state: str = "active", reason: str = "f4_gate_a_b_accepted",
         "updated_at": NOW, "revalidate_after": None, "expires_at": None,
         "relevant_from": "2023-05-07T00:00:00+00:00",
         "relevant_until": "2023-05-08T00:00:00+00:00",
-        "supersedes": None, "lifecycle_doc": f"/docs/lifecycle.md#{state}",
+        "supersedes": None, "named_entity": None,
+        "lifecycle_doc": f"/docs/lifecycle.md#{state}",
     }
     item.update(changes)
     return item
@@ -500,6 +501,17 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "response": {"knowledge": knowledge("superseded", "f4_contradiction_resolved",
                                             verification="curator_rejected")},
     },
+    "v1_curator_knowledge_revalidation_create": {
+        "status": 200,
+        "request": {"outcome": "reconfirm", "note": "still the office hours"},
+        "response": {"knowledge": knowledge("active", "f4_revalidation_confirmed",
+                                            subject=None, level="scope", kind="fact",
+                                            statement="The demo office closes at 6pm on "
+                                            "Fridays.", relevant_from=None,
+                                            relevant_until=None,
+                                            revalidate_after="2027-06-03T09:00:00+00:00",
+                                            verification="curator_approved")},
+    },
     "v1_me_knowledge_correct_create": {
         "status": 201,
         "request": {"statement": "Caroline went to a book club.",
@@ -666,7 +678,7 @@ SUMMARIES: dict[str, str] = {
     "v1_knowledge_list": "Page through the statements a reader may see",
     "v1_knowledge_retrieve": "One statement a reader may see",
     "v1_curator_queue_retrieve": "Statements waiting for a curator: held, contested, "
-                                 "contradicted",
+                                 "contradicted, due for revalidation",
     "v1_curator_knowledge_approve_create": "Approve a held statement",
     "v1_curator_knowledge_reject_create": "Reject a held statement",
     "v1_curator_knowledge_resolve_create": "Decide a subject's dispute, for or against the "
@@ -676,6 +688,8 @@ SUMMARIES: dict[str, str] = {
     "v1_curator_knowledge_merge_create": "Merge statements about one subject in one scope",
     "v1_curator_knowledge_contradiction_create": "Settle a contradiction review: keep or "
                                                  "retire the current statement",
+    "v1_curator_knowledge_revalidation_create": "Reconfirm or retire a statement nobody else "
+                                                "can confirm, past its revalidation date",
     "v1_erasure_create": "Hard-delete a message, a document or a peer's messages (erasure)",
     "v1_admin_dead_letters_retrieve": "Messages whose extraction failed (administrators)",
     "v1_admin_dead_letters_retry_create": "Extract a dead-lettered message again",
