@@ -76,6 +76,7 @@ expecting divorcing resigning sick ill
 _WEAK = frozenset({"was", "were", "is", "has", "had", "got", "gets", "getting", "became",
                    "becomes", "moves", "moving", "lives", "lived", "works", "worked",
                    "started", "starts", "left", "visited", "visits", "joined", "joins"})
+_PRONOUN = re.compile(r"\b(?:he|she|his|her|him|himself|herself)\b", re.I)
 _PERSON_NOUN = re.compile(rf"^(?:a |an )?(?:\w+ )?(?:{PERSON_NOUNS}|{OCCUPATIONS})s?\b")
 _REPORT = r"(?:said|says|told \w+|heard|thinks|mentioned|explained|wrote|shared)(?: that)?:?"
 _NOT_NAMES = _words("""
@@ -83,6 +84,22 @@ The A An My Our Your Their His Her Its This That These Those There Here It They 
 He She I Me Mr Mrs Ms Dr St Saint Mount Lake North South East West New Old Big Little
 Good Great
 """)
+
+
+_ADVERBS = _words("just also still already finally recently never always even really "
+                  "now soon apparently actually")
+
+
+def _predicate(words: list[str]) -> list[str]:
+    """The words from the verb on, past an adverb ("Priyanka just got promoted") or a
+    short "from X" after the name ("Derek from accounting got fired")."""
+    if len(words) > 2 and words[0].lower() == "from":
+        for skip in (2, 3):  # "from accounting", "from the gym"
+            if len(words) > skip and words[skip].lower() in PERSON_VERBS:
+                return words[skip:]
+    while words and (words[0].lower() in _ADVERBS or words[0].lower().endswith("ly")):
+        words = words[1:]
+    return words
 
 
 def _person_cue(rest: str, nxt: str, then: str, nouns: str, *, strong_only: bool,
@@ -98,6 +115,8 @@ def _person_cue(rest: str, nxt: str, then: str, nouns: str, *, strong_only: bool
         return True
     if definite:
         return nxt in LIFE_EVENTS or (nxt in _WEAK and then in LIFE_EVENTS)
+    if not strong_only and _PRONOUN.search(rest):
+        return True  # "Hannah broke her leg": a given name someone calls he or she
     strong = nxt in PERSON_VERBS and nxt not in _WEAK
     weak_then_strong = nxt in _WEAK and then in PERSON_VERBS and then not in _WEAK
     if strong or weak_then_strong:
@@ -160,6 +179,10 @@ def named_person(statement: str, *, speaker_names: list[str],
                 part.lower() in own for part in name.split()):
             continue  # a gerund ("Seeing Mel's kids..."), or the speaker
         after = rest.removeprefix("'s").split()
+        if after and after[0][:1].isupper() and not by_noun:
+            continue  # a longer name cut short ("Emma Watson, she's..."): not a subject
+        if not rest.startswith("'s"):
+            after = _predicate(after)
         nxt = after[0].lower().strip(",.:;") if after else ""
         if not by_noun and (not nxt or nxt in ("and", "or", "&") or rest.startswith(",")):
             continue  # "Jordan and Sam went...": the speaker is a subject too
