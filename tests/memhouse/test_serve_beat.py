@@ -87,8 +87,8 @@ def test_in_process_beat_publishes_the_schedule_to_the_worker_and_leads_alone(
         names = {e["task"] for e in BEAT_SCHEDULE.values() if e["schedule"].hour == {
             *range(24)}}
         assert names == {"governance.sweep_unprocessed", "governance.expire_due",
-                         "governance.revalidate_due"}
-        assert first.published == 3  # each entry once, however many runs it missed
+                         "governance.revalidate_due", "governance.reconfirm_supported"}
+        assert first.published == 4  # each entry once, however many runs it missed
 
         def swept() -> bool:
             with account_context(w.account.id):
@@ -110,7 +110,7 @@ def test_in_process_beat_publishes_the_schedule_to_the_worker_and_leads_alone(
         # Nothing more is due until the next occurrence; the leader then steps down (its
         # process exits) and the standby takes over with the stored schedule.
         first.step()
-        assert first.published == 3
+        assert first.published == 4
         first.close()
         second.step()
         assert second.leading and second.published == 0
@@ -172,13 +172,13 @@ def test_serve_runs_one_beat_per_database_and_says_so(tmp_path):
     first = start_serve(data_dir)
     others: list[Served] = []
     try:
-        assert "Beat:           in-process, the 9 entries of memhouse/celery_schedule.py" \
+        assert "Beat:           in-process, the 10 entries of memhouse/celery_schedule.py" \
             in first.text
         assert _wait(lambda: _beat(first)["state"] == "running", 60), first.text
         beat = _beat(first)
         assert beat["last_tick"] and beat["next_due"]["entry"] in {
             "sweep-unprocessed-messages", "governance-expire-due",
-            "governance-revalidate-due"}
+            "governance-revalidate-due", "governance-reconfirm-supported"}
         assert (data_dir / "serve-beat-schedule").exists() or list(
             data_dir.glob("serve-beat-schedule*"))
 
