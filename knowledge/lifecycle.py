@@ -716,7 +716,8 @@ def operator_table_markdown() -> str:
         "about the speaker (`governance/intake/named.py`). A registered person's claim is "
         "`provisional` for them with a confirmation question (`f4_gate_a_b_deferred`). For "
         "a person nobody registered the claim is `held` with no subject and the name in "
-        "`named_entity` (`f4_named_person_hold`, a curator review); registering that "
+        "`named_entity` (`f4_named_person_hold`, a curator review that review aging never "
+        "rejects: it waits for the person); registering that "
         "person later (a peer created or renamed to that name) moves it `held` -> "
         "`provisional` for them (`f4_named_person_linked`), closing the review and asking "
         "them.",

@@ -155,6 +155,13 @@ def gate_b_placement(item: Knowledge, *, self_observation: bool) -> lifecycle.Ch
                             changes={"held_scope": item.scope})
 
 
+def review_due(item: Knowledge, now: datetime) -> datetime | None:
+    """When a held row's review is overdue (then rejected, f4_review_overdue). A claim
+    held for naming an unregistered person waits for them to be registered, so it is
+    never aged out: a curator rejects it, or registering them links it."""
+    return None if item.named_entity else now + REVIEW_WINDOW
+
+
 def open_gate_b_review(item: Knowledge, *, now: datetime) -> None:
     """The review a deferred placement opens: the subject's confirmation question for a
     provisional row, a curator review for a held one. Call in the placing transaction."""
@@ -167,7 +174,7 @@ def open_gate_b_review(item: Knowledge, *, now: datetime) -> None:
             account_id=item.account_id, knowledge=item, kind=Validation.Kind.REVIEW,
             status=Validation.Status.OPEN,
             defaults={"reason": item.state_reason, "target_scope": item.scope,
-                      "target_level": item.level, "due_at": now + REVIEW_WINDOW})
+                      "target_level": item.level, "due_at": review_due(item, now)})
 
 
 def open_gate_b_reviews_for_new(*, provisional: list[Knowledge], held: list[Knowledge],
@@ -184,7 +191,7 @@ def open_gate_b_reviews_for_new(*, provisional: list[Knowledge], held: list[Know
                    status=Validation.Status.OPEN,
                    reason=("f4_named_person_hold" if item.named_entity else "f4_scope_hold"),
                    target_scope=item.scope, target_level=item.level,
-                   due_at=now + REVIEW_WINDOW)
+                   due_at=review_due(item, now))
         for item in held])
 
 

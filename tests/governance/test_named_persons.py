@@ -5,10 +5,13 @@ recorded, and registering them (POST /peers, the people API) links it to them.""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
+from governance import workers
 from governance.models import PeerQuestion, Validation
 from knowledge.ingest.named_persons import named_person
 from knowledge.models import Knowledge
@@ -45,6 +48,11 @@ def test_a_claim_about_an_unregistered_person_is_held_with_their_name(
     items = {i["id"]: i for i in r.json()["items"]}
     assert items[str(jordan.id)]["named_entity"] == "Jordan"
     assert [v["kind"] for v in items[str(jordan.id)]["validations"]] == ["review"]
+    # It waits for Jordan to be registered: review aging never rejects it.
+    assert items[str(jordan.id)]["validations"][0]["due_at"] is None
+    assert workers.age_overdue_reviews(committed_world.account.id,
+                                       now=timezone.now() + timedelta(days=400)) == 0
+    assert only_row(committed_world, "quitting Google").state == "held"
 
 
 def test_registering_the_person_later_links_the_held_claim_to_them(
