@@ -226,6 +226,8 @@ def _actions_response(request: HttpRequest, principal: Principal, template: str,
 
 def _subject_label(item: Knowledge) -> str:
     if item.subject_peer is None:
+        if item.named_entity:  # held for naming someone nobody registered
+            return f"{item.named_entity} (not a registered person)"
         return f"the scope {item.scope.path}"
     return item.subject_peer.display_name
 

@@ -1,6 +1,7 @@
 """The curator queue's revalidation list in a real Chromium: a shared statement nobody
 else can confirm comes due, the curator reconfirms one and retires another with the row's
-buttons; members cannot, and a person's own statement never shows these buttons."""
+buttons; members cannot, and a person's own statement never shows these buttons. A
+claim held for naming an unregistered person says whom it names."""
 
 from __future__ import annotations
 
@@ -103,3 +104,20 @@ def test_revalidation_needs_a_curator_an_outcome_and_no_human_subject(
     html = carol.get("/console/queue/").content.decode()
     assert f'formaction="/console/queue/{shared.pk}/revalidation/"' in html
     assert f'formaction="/console/queue/{alices.pk}/revalidation/"' not in html
+
+
+@pytest.mark.django_db
+def test_a_claim_held_for_an_unregistered_person_names_them_in_the_queue(
+        world: Any, carol: Any) -> None:
+    from governance.intake.gates import gate_b
+    from tests.console.builders import propose
+
+    item = propose(world, "Jordan told Alice he is quitting Google.", level="scope")
+    Knowledge.objects.filter(pk=item.pk).update(named_entity="Jordan")
+    item.refresh_from_db()
+    gate_b(item, self_observation=False)
+    html = carol.get("/console/queue/").content.decode()
+    assert "Jordan (not a registered person)" in html
+    assert "registering them links this to them" in html
+    html = carol.get(f"/console/knowledge/{item.pk}/").content.decode()
+    assert "Jordan (not a registered person)" in html
