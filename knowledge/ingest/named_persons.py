@@ -86,6 +86,20 @@ Good Great
 """)
 
 
+# Titles a person's name follows ("Aunt Martha passed away", "Mr. Patel retired").
+TITLES = ("mr|mrs|ms|miss|mx|dr|doctor|prof|professor|aunt|auntie|uncle|grandma|grandpa|"
+          "granny|grandmother|grandfather|nana|coach|pastor|officer|captain|judge")
+# Life events said in several words ("is moving back to", "passed away", "getting married").
+_LIFE_PHRASE = re.compile(
+    r"^(?:(?:is|was|are|were) )?(?:moving|relocating) (?:to|back|away|out|abroad|home)\b"
+    r"|^passed away\b|^(?:(?:is|was) )?getting (?:married|divorced|engaged|promoted|fired)\b"
+    r"|^(?:is|was) (?:having|expecting) a baby\b", re.I)
+# Verbs of saying: with he/she after them they make any capitalised word a person ("Hiro
+# told Sam he is getting married"); companies tell people things too, but not as he/she.
+_SAYING = _words("told tells said says texted texts emailed emails called calls messaged")
+# A place does not work or live anywhere: these are cues even for "Jordan", "Diego".
+_PLACE_PROOF = _words("works worked lives lived studies studied")
+
 _ADVERBS = _words("just also still already finally recently never always even really "
                   "now soon apparently actually")
 
@@ -111,10 +125,20 @@ def _person_cue(rest: str, nxt: str, then: str, nouns: str, *, strong_only: bool
     life event."""
     if rest.startswith("'s"):
         return _PERSON_NOUN.match(nouns) is not None
-    if nxt in ("is", "was", "'s") and _PERSON_NOUN.match(" ".join(rest.split()[1:4]).lower()):
+    words = rest.split()
+    if nxt in ("is", "was", "'s") and _PERSON_NOUN.match(" ".join(words[1:4]).lower()):
         return True
+    if _LIFE_PHRASE.match(" ".join(_predicate(words)[:4])):
+        return True
+    if nxt in _SAYING and _PRONOUN.search(rest):
+        return True  # "Hiro told Sam he ..."
+    if nxt == "and" and re.match(rf"(?:his|her) (?:\w+ )?(?:{PERSON_NOUNS})s?\b",
+                                 " ".join(words[1:4]).lower()):
+        return True  # "Leah and her husband split up"
     if definite:
         return nxt in LIFE_EVENTS or (nxt in _WEAK and then in LIFE_EVENTS)
+    if nxt in _PLACE_PROOF:
+        return True
     if not strong_only and _PRONOUN.search(rest):
         return True  # "Hannah broke her leg": a given name someone calls he or she
     strong = nxt in PERSON_VERBS and nxt not in _WEAK
@@ -163,10 +187,13 @@ def named_person(statement: str, *, speaker_names: list[str],
     candidates: list[tuple[re.Match[str], bool]] = []  # (match, introduced by a person noun)
     introduced = re.match(
         rf"(?i:(?:{speaker})'s (?:\w+ ){{0,2}}?(?:{PERSON_NOUNS})),? "
-        rf"(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>.*)$", text)
+        rf"(?:(?i:{TITLES})\.? )?(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>.*)$", text)
     if introduced is not None:
         candidates.append((introduced, True))
     named = rf"(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>(?:'s)? .*)$"
+    titled = re.match(rf"(?:(?:{speaker}) {_REPORT} )?(?:(?i:{TITLES})\.? ){named}", text)
+    if titled is not None:
+        candidates.append((titled, True))  # a title says it is a person
     # the statement's subject, or the subject of what the speaker reported
     for pattern in (named, rf"(?:{speaker}) {_REPORT} (?:[a-z]+ly,? )?{named}"):
         match = re.match(pattern, text)
@@ -184,7 +211,9 @@ def named_person(statement: str, *, speaker_names: list[str],
         if not rest.startswith("'s"):
             after = _predicate(after)
         nxt = after[0].lower().strip(",.:;") if after else ""
-        if not by_noun and (not nxt or nxt in ("and", "or", "&") or rest.startswith(",")):
+        if not by_noun and (not nxt or nxt in ("or", "&") or rest.startswith(",")):
+            continue  # "Jordan, ..." or "Jordan or ...": no subject of its own
+        if not by_noun and nxt == "and" and not re.match(r"and (?:his|her) ", rest.strip()):
             continue  # "Jordan and Sam went...": the speaker is a subject too
         key = known.get(name.lower()) or known.get(first.lower())
         then = after[1].lower().strip(",.:;") if len(after) > 1 else ""
