@@ -7,7 +7,10 @@ about a person.
 Source: the census- and registry-derived first-name lists of Faker's Latin-script
 locales (MIT), its lists of countries and US states, and the large cities below whose
 names are given names too (Faker's own city lists are generated, not real). Months and
-weekdays are never names here. Run from the repository root:
+weekdays are never names here. word_names.txt lists the given names that are also
+ordinary English words ("Art", "Will", "Grace", "Rock"): Debian's wamerican word list
+(`apt-get install wamerican`, /usr/share/dict/american-english) has them in lower case.
+Such a name, like a place, needs a person's cue. Run from the repository root:
 
     python -m bench.build_person_names
 """
@@ -57,8 +60,22 @@ def build() -> tuple[list[str], list[str]]:
     return sorted(given), sorted(given & places)
 
 
+WORDS = Path("/usr/share/dict/american-english")
+
+
+def word_names(names: list[str]) -> list[str]:
+    """Given names whose lower-case form is an English word (Debian's wamerican)."""
+    words = {line.strip() for line in WORDS.read_text(encoding="utf-8").splitlines()}
+    return sorted(n for n in names if n.lower() in words)
+
+
 def main() -> None:
     names, places = build()
+    if not WORDS.exists():
+        raise SystemExit(f"{WORDS} is missing: apt-get install wamerican")
+    (DATA / "word_names.txt").write_text(
+        "# Given names that are also English words (bench/build_person_names.py; "
+        "Debian wamerican).\n" + "\n".join(word_names(names)) + "\n", encoding="utf-8")
     DATA.mkdir(parents=True, exist_ok=True)
     (DATA / "person_names.txt").write_text(
         "# Given names (bench/build_person_names.py; Faker's first-name lists, MIT).\n"

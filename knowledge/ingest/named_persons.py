@@ -46,7 +46,11 @@ PERSON_NOUNS = (
     "grandfather|grandson|granddaughter|in-law|mother-in-law|father-in-law|sister-in-law|"
     "brother-in-law|boss|manager|coworker|co-worker|colleague|teammate|classmate|teacher|"
     "coach|mentor|student|tutor|doctor|therapist|dentist|landlord|tenant|client|customer|"
-    "lead|intern|assistant|friend from work|new hire|neighbor")
+    "lead|intern|assistant|friend from work|new hire|neighbor|godson|goddaughter|godmother|"
+    "godfather|stepmom|stepmother|stepdad|stepfather|stepson|stepdaughter|stepsister|"
+    "stepbrother|half-brother|half-sister|fiance|bestie|bff|babysitter|nanny|caregiver|"
+    "ex-wife|ex-husband|ex-boyfriend|ex-girlfriend|sweetheart|date|crush|mate|housemate|"
+    "supervisor|director|ceo|founder|cofounder|co-founder|partner in crime")
 OCCUPATIONS = (
     "nurse|engineer|developer|programmer|designer|lawyer|accountant|artist|painter|writer|"
     "author|musician|singer|chef|cook|pilot|driver|officer|scientist|researcher|professor|"
@@ -100,6 +104,9 @@ _SAYING = _words("told tells said says texted texts emailed emails called calls 
 # A place does not work or live anywhere: these are cues even for "Jordan", "Diego".
 _PLACE_PROOF = _words("works worked lives lived studies studied")
 
+# Words after a name that are no verb of it ("Jordan and Sam", "Rosa from work").
+_NOT_VERBS = _words("and or of in at with for to from on by as than like")
+
 _ADVERBS = _words("just also still already finally recently never always even really "
                   "now soon apparently actually")
 
@@ -117,12 +124,13 @@ def _predicate(words: list[str]) -> list[str]:
 
 
 def _person_cue(rest: str, nxt: str, then: str, nouns: str, *, strong_only: bool,
-                definite: bool = False) -> bool:
+                definite: bool = False, plain: bool = False) -> bool:
     """Whether what follows a capitalised word says it names a person: a verb only a
     person does ("told", "got promoted"), a person noun of theirs ("Emma's dad") or one
-    they are ("is a nurse"). A given name that is also a place needs more than "is",
-    "was" or "moved"; a word that is no given name (`definite`) needs a person noun or a
-    life event."""
+    they are ("is a nurse"). A `plain` given name (neither a place nor an English word)
+    needs only a verb after it; one that is also a place needs more than "is", "was" or
+    "moved"; a word that is no given name (`definite`) needs a person noun, a life event
+    or he/she after a verb of saying."""
     if rest.startswith("'s"):
         return _PERSON_NOUN.match(nouns) is not None
     words = rest.split()
@@ -137,6 +145,8 @@ def _person_cue(rest: str, nxt: str, then: str, nouns: str, *, strong_only: bool
         return True  # "Leah and her husband split up"
     if definite:
         return nxt in LIFE_EVENTS or (nxt in _WEAK and then in LIFE_EVENTS)
+    if plain and nxt.isalpha() and nxt.islower() and nxt not in _NOT_VERBS:
+        return True  # "Freya is learning the cello": a given name and its verb
     if nxt in _PLACE_PROOF:
         return True
     if not strong_only and _PRONOUN.search(rest):
@@ -161,6 +171,10 @@ def given_names() -> frozenset[str]:
 
 def place_homographs() -> frozenset[str]:
     return _list("place_names.txt")
+
+
+def word_names() -> frozenset[str]:
+    return _list("word_names.txt")
 
 
 @dataclass(frozen=True)
@@ -218,9 +232,14 @@ def named_person(statement: str, *, speaker_names: list[str],
         key = known.get(name.lower()) or known.get(first.lower())
         then = after[1].lower().strip(",.:;") if len(after) > 1 else ""
         nouns = " ".join(after[:3]).lower()
+        homograph = first in place_homographs()
         if not (by_noun or _person_cue(
-                rest, nxt, then, nouns, strong_only=key is None and first in place_homographs(),
-                definite=key is None and first not in given_names())):
+                rest, nxt, then, nouns, strong_only=key is None and homograph,
+                definite=key is None and first not in given_names(),
+                # the weakest cue never takes a claim that names the speaker from them
+                # ("Stanford is Sam's dream school")
+                plain=(key is not None or (not homograph and first not in word_names()))
+                and not own & {w.lower().removesuffix("'s") for w in rest.split()})):
             continue
         return NamedPerson(name, key)
     return None
