@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("knowledge", "0018_document_version_processed")]
+    dependencies = [("knowledge", "0019_contradiction_settled")]
 
     operations = [
         migrations.AddField(
