@@ -192,8 +192,11 @@ def person_create(*, account_id: uuid.UUID, key: str, actor: str, display_name: 
     if existing is not None:
         peer = existing
         peer.is_curator, peer.is_admin = is_curator, is_admin
+        renamed = bool(display_name) and display_name != peer.display_name
         peer.display_name = display_name or peer.display_name
         peer.save(update_fields=["is_curator", "is_admin", "display_name"])
+        if renamed:
+            services.peer_registered(peer)  # held claims naming them by this name link now
     else:
         peer = services.peer_create(account_id=account_id, key=key, kind=Peer.Kind.HUMAN,
                                     display_name=display_name, is_curator=is_curator,
