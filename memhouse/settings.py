@@ -261,7 +261,7 @@ MEMHOUSE_QUEUE_TASKS: dict[str, tuple[str, ...]] = {
     "validation": ("governance.age_overdue_reviews", "governance.verify_audit_chains"),
     # timers of the lifecycle and the projections a state change dirties
     "lifecycle": ("governance.expire_due", "governance.revalidate_due",
-                  "retrieval.rebuild_projections"),
+                  "governance.reconfirm_supported", "retrieval.rebuild_projections"),
     # deductions and what depends on them
     "reasoning": ("governance.deduce", "governance.contributor_changed"),
     # the nightly work: stale questions, entity resolution, duplicate consolidation
