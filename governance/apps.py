@@ -18,7 +18,7 @@ class GovernanceConfig(AppConfig):
         register_intake_tasks(messages=tasks.process_messages,
                               document_version=tasks.process_document_version)
         # Registering a person links the claims held for naming them (intake.named).
-        from governance.intake.named import link_named_person
+        from governance.services import link_named_person
         from knowledge.services import register_peer_hook
 
         register_peer_hook(link_named_person)

@@ -16,9 +16,10 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.utils import timezone
 
-from governance.intake.gates import REVIEW_WINDOW
+from governance.intake.gates import CONFIRMATION_WINDOW, REVIEW_WINDOW
 from governance.models import PeerQuestion, Validation
 from governance.questions import close_questions, close_validations, validation_with_question
 from knowledge import audit, lifecycle
@@ -772,3 +773,36 @@ def belief_time_backfill(*, account_id: uuid.UUID, only_missing: bool = True,
             done += len(batch)
         if progress is not None:
             progress(len(batch))
+
+
+def link_named_person(peer: Peer) -> int:
+    """Link the claims held for naming `peer` (by display name, key or alias, in full or
+    by a first name) to them. Runs in the transaction that registered or renamed them."""
+    from governance.intake.named import HOLD_REASON, REGISTRATION, names_of
+
+    names = names_of(peer)
+    if not names:
+        return 0
+    rows = list(Knowledge.objects.select_for_update(no_key=True)
+                .filter(account_id=peer.account_id, state=lifecycle.HELD,
+                        state_reason=HOLD_REASON, subject_peer__isnull=True)
+                .exclude(named_entity="")
+                .annotate(entity=Lower("named_entity")).order_by("inserted_at", "id"))
+    now = timezone.now()
+    linked = 0
+    for item in rows:
+        entity = item.entity  # type: ignore[attr-defined]
+        if entity not in names and entity.split()[0] not in names:
+            continue
+        transition(item, lifecycle.PROVISIONAL, actor=REGISTRATION,
+                   reason="f4_named_person_linked",
+                   verification=Knowledge.Verification.GATE_DEFER,
+                   evidence={"named_entity": item.named_entity, "peer": peer.key},
+                   subject_peer=peer, level=Knowledge.Level.PEER, held_scope=None)
+        close_open_work(item, status=Validation.Status.RESOLVED, resolution="linked",
+                        kinds=[Validation.Kind.REVIEW])
+        validation_with_question(
+            item, kind=Validation.Kind.CONFIRMATION, reason="f4_named_person_linked",
+            window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
+        linked += 1
+    return linked

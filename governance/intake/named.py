@@ -19,16 +19,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from django.db.models.functions import Lower
-from django.utils import timezone
-
-from governance.intake.gates import CONFIRMATION_WINDOW
-from governance.models import Validation
-from knowledge import lifecycle
 from knowledge.ingest.extraction import ExtractedClaim
 from knowledge.ingest.named_persons import named_person
-from knowledge.lifecycle import transition
-from knowledge.models import Knowledge, Peer
+from knowledge.models import Peer
 from memhouse.principal import Actor
 
 REGISTRATION = Actor.system("registration")
@@ -56,39 +49,6 @@ def settle_subject(claim: ExtractedClaim, *, speaker: Peer | None,
     return replace(claim, subject_peer_key=None, self_observation=False), found.name
 
 
-def _names_of(peer: Peer) -> list[str]:
+def names_of(peer: Peer) -> list[str]:
+    """The lower-cased names a held claim may know `peer` by (display name, key, aliases)."""
     return sorted({n.strip().lower() for n in speaker_names(peer) if n and n.strip()})
-
-
-def link_named_person(peer: Peer) -> int:
-    """Link the claims held for naming `peer` (by display name, key or alias, in full or
-    by a first name) to them. Runs in the transaction that registered or renamed them."""
-    from governance.questions import validation_with_question
-    from governance.services import close_open_work
-
-    names = _names_of(peer)
-    if not names:
-        return 0
-    rows = list(Knowledge.objects.select_for_update(no_key=True)
-                .filter(account_id=peer.account_id, state=lifecycle.HELD,
-                        state_reason=HOLD_REASON, subject_peer__isnull=True)
-                .exclude(named_entity="")
-                .annotate(entity=Lower("named_entity")).order_by("inserted_at", "id"))
-    now = timezone.now()
-    linked = 0
-    for item in rows:
-        entity = item.entity  # type: ignore[attr-defined]
-        if entity not in names and entity.split()[0] not in names:
-            continue
-        transition(item, lifecycle.PROVISIONAL, actor=REGISTRATION,
-                   reason="f4_named_person_linked",
-                   verification=Knowledge.Verification.GATE_DEFER,
-                   evidence={"named_entity": item.named_entity, "peer": peer.key},
-                   subject_peer=peer, level=Knowledge.Level.PEER, held_scope=None)
-        close_open_work(item, status=Validation.Status.RESOLVED, resolution="linked",
-                        kinds=[Validation.Kind.REVIEW])
-        validation_with_question(
-            item, kind=Validation.Kind.CONFIRMATION, reason="f4_named_person_linked",
-            window=CONFIRMATION_WINDOW, text="Is this right about you?", now=now)
-        linked += 1
-    return linked

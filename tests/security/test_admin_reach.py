@@ -127,7 +127,8 @@ def test_an_administrator_cannot_set_a_password_someone_already_has(
 def test_accepting_an_invitation_revokes_the_persons_tokens_and_sessions(
         live_server: Any, committed_world: Any, dave: Any) -> None:
     base, w = live_server.url, committed_world
-    r = call(base, dave[1], "POST", "people", {"key": "erin", "display_name": "Erin"})
+    r = call(base, dave[1], "POST", "people", {"key": "erin", "display_name": "Erin",
+                                               "scopes": ["/"]})
     assert r.status_code == 201, r.text
     link = r.json()["invitation"]["url"]
     with account_context(w.account.id):
@@ -160,8 +161,9 @@ def test_a_scope_limited_administrator_grants_only_inside_their_grants(
     assert r.status_code == 403 and r.json()["error"]["code"] == "scope_not_granted"
     assert call(base, key, "GET", "me").json()["scopes"] == ["/marketing"]
 
-    # Inside their grants they still manage people; by default a new person gets theirs.
-    r = call(base, key, "POST", "people", {"key": "zed", "role": "admin"})
+    # Inside their grants they still manage people (the API asks for the scopes by name).
+    r = call(base, key, "POST", "people", {"key": "zed", "role": "admin",
+                                           "scopes": ["/marketing"]})
     assert r.status_code == 201 and r.json()["person"]["scopes"] == ["/marketing"]
     r = call(base, key, "POST", "people", {"key": "yan", "scopes": ["/marketing/social"]})
     assert r.status_code == 201, r.text

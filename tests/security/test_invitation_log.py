@@ -38,7 +38,8 @@ def test_an_invitation_token_is_in_no_request_line(served: Served) -> None:
         "username": "demo-curator", "password": served.curator_password()})
     assert signed_in.status_code == 201, signed_in.text
     admin = {"Authorization": f"Bearer {signed_in.json()['token']}"}
-    r = httpx.post(f"{base}/api/v1/people", json={"key": "erin", "display_name": "Erin"},
+    r = httpx.post(f"{base}/api/v1/people",
+                   json={"key": "erin", "display_name": "Erin", "scopes": ["/"]},
                    headers=admin, timeout=60)
     assert r.status_code == 201, r.text
     token, url = r.json()["invitation"]["token"], r.json()["invitation"]["url"]

@@ -165,7 +165,8 @@ def test_invitations_are_single_use_and_expire(live_server: Any, committed_world
     assert call(base, r.json()["token"], "GET", "me").json()["scopes"] == ["/marketing"]
 
     # A new invitation replaces the old one; an expired one is refused.
-    fay = call(base, admin[1], "POST", "people", {"key": "fay", "invite": False}).json()
+    fay = call(base, admin[1], "POST", "people", {"key": "fay", "invite": False,
+                                                  "scopes": ["/"]}).json()
     invite = f"people/{fay['person']['id']}/invitation"
     first = call(base, admin[1], "POST", invite).json()["token"]
     second = call(base, admin[1], "POST", invite).json()["token"]
