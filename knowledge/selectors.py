@@ -248,10 +248,12 @@ def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = 
     """Which statements the listing shows this reader. No states: exactly what search may
     retrieve (lifecycle_q & sensitivity_q). Named states: active and provisional keep
     search's rules (expiry at read time, provisional for its subject); the other
-    member-visible states are history under the same sensitivity rule; subject-only
+    member-visible states are history under the same sensitivity rule, shown to members
+    only when the row was once visible to them (lifecycle.visible_q); subject-only
     states (allowed by listing_states only when `as_subject`) are the reader's own rows,
-    and those of the curator / admin column are every row in them for a curator /
-    administrator (the caller limits scopes)."""
+    and those of the curator / admin column (history included) are the rows in them a
+    curator / administrator may inspect by lifecycle.visible_q (the caller limits
+    scopes)."""
     usable = lifecycle_q(reader, at=at) & sensitivity_q(reader)
     states = tuple(states)
     if not states:
@@ -260,15 +262,22 @@ def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = 
     q = usable & Q(state__in=sorted(set(states) & searchable))
     history = sorted(set(states) & (lifecycle.MEMBER_VISIBLE - searchable))
     if history:
-        q |= Q(state__in=history) & sensitivity_q(reader)
+        # History keeps the visibility the row had while it lived (lifecycle.visible_q):
+        # someone else's provisional claim never becomes readable by being superseded.
+        shown = lifecycle.visible_q("member", history)
+        if reader.peer_id is not None:
+            shown |= Q(state__in=history, subject_peer_id=reader.peer_id)
+        q |= shown & sensitivity_q(reader)
     own = sorted(set(states) & SUBJECT_ONLY_STATES)
     if own and as_subject and reader.peer_id is not None:
         q |= Q(state__in=own, subject_peer_id=reader.peer_id)
-    role = (CURATOR_STATES if as_curator else frozenset()) | (
-        ADMIN_STATES if as_admin else frozenset())
-    by_role = sorted((set(states) & role) - LISTING_STATES)
-    if by_role:
-        q |= Q(state__in=by_role)
+    # A curator's / administrator's column, history included, under the rule that history
+    # keeps the visibility a row had while it lived (never someone's provisional claim).
+    for role, column, yes in (("curator", CURATOR_STATES, as_curator),
+                              ("admin", ADMIN_STATES, as_admin)):
+        by_role = sorted(set(states) & column - searchable) if yes else []
+        if by_role:
+            q |= lifecycle.visible_q(role, by_role)
     return q
 
 
@@ -456,6 +465,22 @@ def version_processing(version: DocumentVersion) -> str:
     if version.processing_failed_at is not None:
         return FAILED
     return QUEUED
+
+
+# Why a version was set aside, as a code its writer can act on: it would yield more
+# statements than MEMHOUSE_MAX_STATEMENTS_PER_VERSION (split the document), or its
+# processing raised (an administrator reads the error in the log).
+TOO_MANY_STATEMENTS = "too_many_statements"
+PROCESSING_FAILED = "processing_failed"
+
+
+def version_error(version: DocumentVersion) -> str | None:
+    """The code of a set-aside version's failure (never the error text); None otherwise."""
+    if version_processing(version) != FAILED:
+        return None
+    if version.processing_error.startswith(TOO_MANY_STATEMENTS + ":"):
+        return TOO_MANY_STATEMENTS
+    return PROCESSING_FAILED
 
 
 def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> int:
