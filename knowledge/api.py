@@ -683,6 +683,12 @@ class DocumentInSerializer(serializers.Serializer):
         return attrs
 
 
+def _document_chars(content: bytes) -> int:
+    """The characters of text a document version would hand the pipeline (what the
+    ingest budget counts; undecodable bytes are refused later with their own code)."""
+    return len(content.decode("utf-8", errors="replace"))
+
+
 def _version_out(version: Any) -> dict[str, Any]:
     return {"document_id": version.document_id, "version": version.number,
             "version_id": version.id, "sha256": version.sha256, "media_type": version.media_type}
@@ -721,7 +727,7 @@ class _DocumentWriteApi(_WaitingWriteApi):
             reader = selectors.reader_for(principal=p)
             outcome = selectors.version_outcomes(
                 versions=[(version, reader, _as_subject(p, reader))])[version.pk]
-        out = _outcome_out(outcome)
+        out = {**_outcome_out(outcome), "error": selectors.version_error(version)}
         return {**body, "outcome": out, "timed_out": out["processing"] == selectors.QUEUED}
 
 
@@ -733,7 +739,8 @@ when the wait runs out, and carries `timed_out` and the version's `outcome`, as 
 /api/v1/messages reports a message's: `processing` (`queued`, `processed` or `failed`),
 the `statements` drawn from the version that the writer (the key's own peer) may read,
 with their ids and states (a statement an earlier version already held and this one
-still supports is named too), `refused` by reason code and `not_visible` counts. A search
+still supports is named too), `refused` by reason code, `not_visible` counts and, when
+`failed`, an `error` code (`too_many_statements` or `processing_failed`). A search
 right after a waited write finds what was kept. Without `wait` the answer is as soon as
 the version is stored. GET /api/v1/documents/{id} shows each version's `processing`."""
 
@@ -782,10 +789,12 @@ class DocumentsApi(_DocumentWriteApi):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        usage.check_ingest_budget(p, _document_chars(v["content"]), what="a document version")
         version = document_create(principal=p, scope_path=v["scope"], title=v["title"],
                                   content=v["content"], media_type=v["media_type"],
                                   external_id=v.get("external_id"))
         usage.record(p, "document")
+        usage.record(p, "ingest_chars", len(version.text))
         return self._stored(version, wait=wait, started=started)
 
 
@@ -807,18 +816,25 @@ class DocumentVersionsApi(_DocumentWriteApi):
         wait = _wait_seconds(request.data)
         data = DocumentInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        version = document_version_add(principal=p, document=document,
-                                       content=data.validated_data["content"],
+        content = data.validated_data["content"]
+        latest = document.versions.order_by("-number").values_list("id", flat=True).first()
+        usage.check_ingest_budget(p, _document_chars(content), what="a document version")
+        version = document_version_add(principal=p, document=document, content=content,
                                        media_type=data.validated_data["media_type"])
-        usage.record(p, "document")
+        if version.id != latest:  # the same bytes again store (and spend) nothing
+            usage.record(p, "document")
+            usage.record(p, "ingest_chars", len(version.text))
         return self._stored(version, wait=wait, started=started)
 
 
 class DocumentDetailApi(APIView):
     def get(self, request: Request, document_id: str) -> Response:
         """A document and its versions, oldest first, each with its `processing` state
-        (`queued`, `processed` or `failed`, as a write with `wait` reports it); the
-        top-level `processing` is the latest version's."""
+        (`queued`, `processed` or `failed`, as a write with `wait` reports it) and, when
+        `failed`, an `error` code (`too_many_statements`: the version would yield more
+        than MEMHOUSE_MAX_STATEMENTS_PER_VERSION statements, none was written and the
+        earlier versions' statements stand, so split the document; `processing_failed`:
+        its processing raised); the top-level `processing` is the latest version's."""
         from knowledge import selectors
         from knowledge.ingest.services import document_for_write
 
@@ -829,7 +845,8 @@ class DocumentDetailApi(APIView):
                          "processing": selectors.version_processing(versions[-1])
                          if versions else None,
                          "versions": [{**_version_out(v),
-                                       "processing": selectors.version_processing(v)}
+                                       "processing": selectors.version_processing(v),
+                                       "error": selectors.version_error(v)}
                                       for v in versions]})
 
     def delete(self, request: Request, document_id: str) -> Response:
