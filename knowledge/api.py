@@ -319,7 +319,11 @@ class ScopeRelationApi(APIView):
 
 
 class PeersApi(APIView):
-    """POST {key, kind, display_name, aliases}: register a participant (no password)."""
+    """POST {key, kind, display_name, aliases}: register a participant (no password). A
+    human peer is a person: only an Account administrator registers one here (or adds a
+    person through /api/v1/people), and a machine key whose act-for grant covers every
+    peer (it may already speak as anyone); anyone else is 403 `people_admin_only`, so
+    nobody squats a person's key before an administrator creates that person."""
 
     class InputSerializer(serializers.Serializer):
         key = serializers.CharField(max_length=200)
@@ -340,6 +344,12 @@ class PeersApi(APIView):
         p = principal_of(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        if data.validated_data["kind"] == "human" and not (
+                p.is_admin or (p.is_machine and p.act_for_all)):
+            raise ApplicationError(
+                "people_admin_only", "only an Account administrator (or a key that may act "
+                "for every peer) registers a person; ask an administrator to add them "
+                "with /api/v1/people", status_code=403)
         peer = services.peer_create(account_id=p.account_id, **data.validated_data)
         return Response({"key": peer.key, "kind": peer.kind,
                          "display_name": peer.display_name, "aliases": peer.aliases},
@@ -694,10 +704,12 @@ def _version_out(version: Any) -> dict[str, Any]:
             "version_id": version.id, "sha256": version.sha256, "media_type": version.media_type}
 
 
-def _document_out(document: Any, latest: Any, *, with_text: bool) -> dict[str, Any]:
+def _document_out(document: Any, latest: Any, *, with_text: bool,
+                  withheld: bool = False) -> dict[str, Any]:
     version = {**_version_out(latest), "created_at": latest.created_at}
     if with_text:
-        version["text"] = latest.text
+        version["text"] = None if withheld else latest.text
+        version["text_withheld"] = withheld
     return {"id": document.id, "title": document.title, "scope": document.scope.path,
             "external_id": document.external_id, "created_at": document.created_at,
             "latest_version": version}
@@ -747,7 +759,10 @@ the version is stored. GET /api/v1/documents/{id} shows each version's `processi
 
 class DocumentsApi(_DocumentWriteApi):
     """GET ?scope&external_id&include_text&cursor&limit: the live documents this
-    credential may access, each with its latest version. POST: upload a document."""
+    credential may access, each with its latest version. With include_text, the version's
+    `text`, or `text: null` and `text_withheld: true` when some statement drawn from it
+    is one this credential may not read (its owner, curators and administrators always
+    read it). POST: upload a document."""
 
     class InputSerializer(DocumentInSerializer):
         scope = serializers.CharField(max_length=500)
@@ -770,11 +785,14 @@ class DocumentsApi(_DocumentWriteApi):
         data = self.ListSerializer(data={k: params.get(k) for k in params})
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        reader = selectors.reader_for(principal=principal_of(request))
+        p = principal_of(request)
+        reader = selectors.reader_for(principal=p)
         page = selectors.documents_listing(
             reader=reader, scope_path=v.get("scope"), external_id=v.get("external_id"),
-            with_text=v["include_text"], cursor=v.get("cursor"), limit=v["limit"])
-        return Response({"items": [_document_out(d, latest, with_text=v["include_text"])
+            with_text=v["include_text"], cursor=v.get("cursor"), limit=v["limit"],
+            as_subject=_as_subject(p, reader), reads_every_text=p.is_curator or p.is_admin)
+        return Response({"items": [_document_out(d, latest, with_text=v["include_text"],
+                                                 withheld=d.id in page.text_withheld)
                                    for d, latest in page.items],
                          "next_cursor": page.next_cursor})
 

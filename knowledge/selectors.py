@@ -364,6 +364,8 @@ class DocumentPage:
 
     items: list[tuple[Document, DocumentVersion]]
     next_cursor: str | None
+    # Documents whose latest version's text this reader may not read (only with text).
+    text_withheld: frozenset[uuid.UUID] = frozenset()
 
 
 def _scope_subtree_q(root: str) -> Q:
@@ -375,10 +377,17 @@ def _scope_subtree_q(root: str) -> Q:
 def documents_listing(*, reader: Reader, scope_path: str | None = None,
                       external_id: str | None = None, with_text: bool = False,
                       cursor: str | None = None,
-                      limit: int = DOCUMENTS_DEFAULT_LIMIT) -> DocumentPage:
+                      limit: int = DOCUMENTS_DEFAULT_LIMIT, as_subject: bool = False,
+                      reads_every_text: bool = False) -> DocumentPage:
     """Documents that are not tombstoned, in the scopes the credential may access (the
-    rule of GET /documents/<id>: raw sources carry no per-statement visibility, so the
-    scope grant decides), oldest first in keyset pages on (created_at, id).
+    rule of GET /documents/<id>: the scope grant decides who may know a document
+    exists), oldest first in keyset pages on (created_at, id).
+
+    Its raw text says everything its statements say, so `with_text` gives a document's
+    text only to its owner (the uploading peer; a peerless upload: peerless keys), to
+    `reads_every_text` (curators and administrators) and to a reader who may inspect
+    every statement drawn from its latest version (the rule of GET /knowledge/<id>,
+    `as_subject` as there); for the rest its id is in `text_withheld`.
 
     `scope_path` narrows the list to that scope and its descendants (a document store's
     namespace prefix); a scope the credential may not read is the same 404 as a missing
@@ -412,7 +421,19 @@ def documents_listing(*, reader: Reader, scope_path: str | None = None,
               .distinct("document_id")}
     items = [(d, latest[d.id]) for d in docs if d.id in latest]
     nxt = encode_cursor(docs[-1].created_at, docs[-1].pk) if more else None
-    return DocumentPage(items, nxt)
+    withheld: frozenset[uuid.UUID] = frozenset()
+    if with_text and not reads_every_text:
+        owned = {d.id for d, _ in items if d.peer_id == reader.peer_id}
+        states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
+        visible = (Knowledge.objects.filter(account_id=reader.account_id)
+                   .filter(readable_scopes_q(reader))
+                   .filter(listing_q(reader, states=states, as_subject=as_subject)))
+        hidden = (KnowledgeSource.objects
+                  .filter(document_version_id__in=[v.pk for d, v in items if d.id not in owned])
+                  .filter(~Exists(visible.filter(id=OuterRef("knowledge_id"))))
+                  .values_list("document_version__document_id", flat=True).distinct())
+        withheld = frozenset(hidden)
+    return DocumentPage(items, nxt, withheld)
 
 
 # --- which source messages a reader may see (one rule, also retrieval.lineage's) ----------

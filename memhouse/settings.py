@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Secure cookies and HSTS on HTTPS to a non-loopback host (MEMHOUSE_AUTO_TRANSPORT_SECURITY).
+    "memhouse.transport.AutoTransportSecurityMiddleware",
     # /static/ from STATIC_ROOT in every served mode (serve, gunicorn), before the rest.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memhouse.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
@@ -182,6 +184,10 @@ SECURE_HSTS_SECONDS = env_int("MEMHOUSE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MEMHOUSE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("MEMHOUSE_HSTS_PRELOAD", False)
 SECURE_SSL_REDIRECT = env_bool("MEMHOUSE_SSL_REDIRECT", False)
+# On by default: a request that arrives over HTTPS for a host that is not loopback gets
+# Secure cookies and HSTS whatever the two settings above say (memhouse/transport.py);
+# false leaves them to MEMHOUSE_SECURE_COOKIES and MEMHOUSE_HSTS_SECONDS alone.
+MEMHOUSE_AUTO_TRANSPORT_SECURITY = env_bool("MEMHOUSE_AUTO_TRANSPORT_SECURITY", True)
 # /healthz and /readyz answer over plain HTTP for container health checks.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 if env_bool("MEMHOUSE_TRUST_X_FORWARDED_PROTO", False):
