@@ -943,11 +943,6 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         assert isinstance(ksel.version_processing(version), str)
         assert ksel.version_error(version) in (None, ksel.TOO_MANY_STATEMENTS,
                                                ksel.PROCESSING_FAILED)
-        # The counters registered with register_index_pending (retrieval's vectors) count
-        # under the caller's binding: naming A's rows from B counts none of them.
-        assert ksel._index_pending
-        assert ksel._derived_pending(c.world.account.id, knowledge_ids=list(
-            c.cells.values()), message_ids=[msg.pk]) == 0
         for out in (ksel.message_outcomes(messages=[(msg, forged(c), True)])[msg.pk],
                     ksel.version_outcomes(versions=[(version, forged(c), True)])[version.pk]):
             assert out.statements == [] and out.refused == {} and out.hidden == {}
@@ -1019,7 +1014,6 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "knowledge.selectors.version_outcomes": source_outcomes,
         "knowledge.selectors.version_processing": source_outcomes,
         "knowledge.selectors.version_error": source_outcomes,
-        "knowledge.selectors.register_index_pending": source_outcomes,
         "knowledge.selectors.versions_pending": source_outcomes,
         "knowledge.selectors.visible_messages": source_outcomes,
         "governance.selectors.parse_limit": paging_helpers,
