@@ -46,7 +46,8 @@ def test_only_administrators_register_people(live_server: Any, committed_world: 
                json={"key": "erin", "kind": "human"}).status_code == 201
     assert api(live_server, w.agent_key, "POST", "peers",
                json={"key": "caroline", "kind": "human"}).status_code == 201
-    r = api(live_server, admin, "POST", "people", json={"key": "frank", "role": "member"})
+    r = api(live_server, admin, "POST", "people",
+            json={"key": "frank", "role": "member", "scopes": ["/"]})
     assert r.status_code == 201, r.text
     # Another Account's member is refused in their own Account too; A is untouched.
     r = api(live_server, w.outsider_key, "POST", "peers", json={"key": "gus", "kind": "human"})
