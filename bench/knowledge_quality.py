@@ -425,6 +425,7 @@ def server_env(settings_dir: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "memhouse_kq_settings",
         "MEMHOUSE_CELERY_EAGER": "true",   # the pipeline runs inside the ingest request
         "MEMHOUSE_RATE_LIMIT_PER_MINUTE": "0",
+        "MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE": "0",
         "MEMHOUSE_LLM_BASE_URL": "",       # model-free: rule extractor, model-free ask
         "PYTHONUNBUFFERED": "1",
         # The server listens on loopback only; the public built-in key is refused otherwise.

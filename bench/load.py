@@ -245,6 +245,7 @@ def child_env(*, settings_dir: str, redis_url: str, rate_limit: int) -> dict[str
         "CELERY_BROKER_URL": redis_url,
         "MEMHOUSE_RATE_LIMIT_REDIS_URL": redis_url,
         "MEMHOUSE_RATE_LIMIT_PER_MINUTE": str(rate_limit),
+        "MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE": str(rate_limit),
         "MEMHOUSE_LLM_BASE_URL": "",  # rule-based extraction, no model calls
         "MEMHOUSE_ALLOW_INSECURE_LOCAL": "1",  # a loopback server with the built-in key
         "PYTHONUNBUFFERED": "1",

@@ -70,13 +70,15 @@ def _readable_scopes(principal: Principal) -> Q:
 
 def viewer_q(*, principal: Principal, reader: Reader) -> Q:
     """Which statements the signed-in human may inspect (see the module docstring)."""
-    member = (Q(state__in=sorted(lifecycle.MEMBER_VISIBLE)) & sensitivity_q(reader)
+    member = (lifecycle.visible_q("member") & sensitivity_q(reader)
               & _readable_scopes(principal))
     q = member
     if principal.is_curator or principal.is_admin:
         # The contract gives administrators the curators' read visibility; only curators
-        # decide (the views and services check that separately).
-        q |= Q(state__in=list(gov.CURATOR_STATES)) & _within_roots(principal)
+        # decide (the views and services check that separately). History keeps the
+        # visibility the row had while it lived (lifecycle.visible_q).
+        role = "curator" if principal.is_curator else "admin"
+        q |= lifecycle.visible_q(role) & _within_roots(principal)
     if principal.is_human:
         q |= Q(subject_peer_id=principal.peer.id)
     return q
@@ -240,9 +242,8 @@ def account_activity(*, principal: Principal) -> Activity:
     """One grouped query over the statements a curator may see (the curator-visible
     states in their scopes: never another subject's provisional row)."""
     now = timezone.now()
-    qs = Knowledge.objects.filter(account_id=principal.account_id,
-                                  state__in=list(gov.CURATOR_STATES)).filter(
-        _within_roots(principal))
+    qs = Knowledge.objects.filter(account_id=principal.account_id).filter(
+        lifecycle.visible_q("curator", gov.CURATOR_STATES), _within_roots(principal))
     soon = Q(state__in=sorted(lifecycle.SEARCHABLE), expires_at__gt=now,
              expires_at__lte=now + EXPIRING_WINDOW)
     counts = qs.aggregate(

@@ -128,8 +128,8 @@ def curator_queue(*, principal: Principal, state: str | None = None, cursor: str
 
 
 def knowledge_for_curator(*, principal: Principal, knowledge_id: uuid.UUID) -> Knowledge:
-    item = (_knowledge_qs().filter(account_id=principal.account_id, pk=knowledge_id,
-                                   state__in=CURATOR_STATES)
+    item = (_knowledge_qs().filter(account_id=principal.account_id, pk=knowledge_id)
+            .filter(lifecycle.visible_q("curator", CURATOR_STATES))
             .filter(_scope_filter(principal)).first())
     if item is None:
         raise NotFound("knowledge")

@@ -151,9 +151,11 @@ def process_document_version(account_id: str, version_id: str) -> int:
 
 @shared_task(name="governance.sweep_unprocessed", acks_late=True)
 def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
-    """Re-enqueue messages whose pipeline dispatch was lost (broker down at commit)."""
+    """Re-enqueue messages and live document versions whose pipeline work was lost (the
+    broker down at commit, or a worker cut off by a restart): neither processed nor set
+    aside. A version that then raises is set aside like a poison message."""
     from knowledge.accounts import list_account_ids
-    from knowledge.models import Message
+    from knowledge.models import DocumentVersion, Message
     from memhouse.tenancy import account_context
 
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
@@ -164,9 +166,15 @@ def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
                 extracted_at__isnull=True, extraction_failed_at__isnull=True,
                 inserted_at__lte=cutoff)
                 .order_by("inserted_at").values_list("id", flat=True)[:limit]]
+            versions = [str(i) for i in DocumentVersion.objects.filter(
+                processed_at__isnull=True, processing_failed_at__isnull=True,
+                tombstoned_at__isnull=True, created_at__lte=cutoff)
+                .order_by("created_at").values_list("id", flat=True)[:limit]]
         for start in range(0, len(ids), 50):
             process_messages.delay(str(account_id), ids[start:start + 50])
-        queued += len(ids)
+        for version_id in versions:
+            process_document_version.delay(str(account_id), version_id)
+        queued += len(ids) + len(versions)
     return queued
 
 

@@ -319,7 +319,11 @@ class ScopeRelationApi(APIView):
 
 
 class PeersApi(APIView):
-    """POST {key, kind, display_name, aliases}: register a participant (no password)."""
+    """POST {key, kind, display_name, aliases}: register a participant (no password). A
+    human peer is a person: only an Account administrator registers one here (or adds a
+    person through /api/v1/people), and a machine key whose act-for grant covers every
+    peer (it may already speak as anyone); anyone else is 403 `people_admin_only`, so
+    nobody squats a person's key before an administrator creates that person."""
 
     class InputSerializer(serializers.Serializer):
         key = serializers.CharField(max_length=200)
@@ -340,6 +344,12 @@ class PeersApi(APIView):
         p = principal_of(request)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        if data.validated_data["kind"] == "human" and not (
+                p.is_admin or (p.is_machine and p.act_for_all)):
+            raise ApplicationError(
+                "people_admin_only", "only an Account administrator (or a key that may act "
+                "for every peer) registers a person; ask an administrator to add them "
+                "with /api/v1/people", status_code=403)
         peer = services.peer_create(account_id=p.account_id, **data.validated_data)
         return Response({"key": peer.key, "kind": peer.kind,
                          "display_name": peer.display_name, "aliases": peer.aliases},
@@ -683,15 +693,23 @@ class DocumentInSerializer(serializers.Serializer):
         return attrs
 
 
+def _document_chars(content: bytes) -> int:
+    """The characters of text a document version would hand the pipeline (what the
+    ingest budget counts; undecodable bytes are refused later with their own code)."""
+    return len(content.decode("utf-8", errors="replace"))
+
+
 def _version_out(version: Any) -> dict[str, Any]:
     return {"document_id": version.document_id, "version": version.number,
             "version_id": version.id, "sha256": version.sha256, "media_type": version.media_type}
 
 
-def _document_out(document: Any, latest: Any, *, with_text: bool) -> dict[str, Any]:
+def _document_out(document: Any, latest: Any, *, with_text: bool,
+                  withheld: bool = False) -> dict[str, Any]:
     version = {**_version_out(latest), "created_at": latest.created_at}
     if with_text:
-        version["text"] = latest.text
+        version["text"] = None if withheld else latest.text
+        version["text_withheld"] = withheld
     return {"id": document.id, "title": document.title, "scope": document.scope.path,
             "external_id": document.external_id, "created_at": document.created_at,
             "latest_version": version}
@@ -721,7 +739,7 @@ class _DocumentWriteApi(_WaitingWriteApi):
             reader = selectors.reader_for(principal=p)
             outcome = selectors.version_outcomes(
                 versions=[(version, reader, _as_subject(p, reader))])[version.pk]
-        out = _outcome_out(outcome)
+        out = {**_outcome_out(outcome), "error": selectors.version_error(version)}
         return {**body, "outcome": out, "timed_out": out["processing"] == selectors.QUEUED}
 
 
@@ -733,14 +751,18 @@ when the wait runs out, and carries `timed_out` and the version's `outcome`, as 
 /api/v1/messages reports a message's: `processing` (`queued`, `processed` or `failed`),
 the `statements` drawn from the version that the writer (the key's own peer) may read,
 with their ids and states (a statement an earlier version already held and this one
-still supports is named too), `refused` by reason code and `not_visible` counts. A search
+still supports is named too), `refused` by reason code, `not_visible` counts and, when
+`failed`, an `error` code (`too_many_statements` or `processing_failed`). A search
 right after a waited write finds what was kept. Without `wait` the answer is as soon as
 the version is stored. GET /api/v1/documents/{id} shows each version's `processing`."""
 
 
 class DocumentsApi(_DocumentWriteApi):
     """GET ?scope&external_id&include_text&cursor&limit: the live documents this
-    credential may access, each with its latest version. POST: upload a document."""
+    credential may access, each with its latest version. With include_text, the version's
+    `text`, or `text: null` and `text_withheld: true` when some statement drawn from it
+    is one this credential may not read (its owner, curators and administrators always
+    read it). POST: upload a document."""
 
     class InputSerializer(DocumentInSerializer):
         scope = serializers.CharField(max_length=500)
@@ -763,11 +785,14 @@ class DocumentsApi(_DocumentWriteApi):
         data = self.ListSerializer(data={k: params.get(k) for k in params})
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        reader = selectors.reader_for(principal=principal_of(request))
+        p = principal_of(request)
+        reader = selectors.reader_for(principal=p)
         page = selectors.documents_listing(
             reader=reader, scope_path=v.get("scope"), external_id=v.get("external_id"),
-            with_text=v["include_text"], cursor=v.get("cursor"), limit=v["limit"])
-        return Response({"items": [_document_out(d, latest, with_text=v["include_text"])
+            with_text=v["include_text"], cursor=v.get("cursor"), limit=v["limit"],
+            as_subject=_as_subject(p, reader), reads_every_text=p.is_curator or p.is_admin)
+        return Response({"items": [_document_out(d, latest, with_text=v["include_text"],
+                                                 withheld=d.id in page.text_withheld)
                                    for d, latest in page.items],
                          "next_cursor": page.next_cursor})
 
@@ -782,10 +807,12 @@ class DocumentsApi(_DocumentWriteApi):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        usage.check_ingest_budget(p, _document_chars(v["content"]), what="a document version")
         version = document_create(principal=p, scope_path=v["scope"], title=v["title"],
                                   content=v["content"], media_type=v["media_type"],
                                   external_id=v.get("external_id"))
         usage.record(p, "document")
+        usage.record(p, "ingest_chars", len(version.text))
         return self._stored(version, wait=wait, started=started)
 
 
@@ -807,18 +834,25 @@ class DocumentVersionsApi(_DocumentWriteApi):
         wait = _wait_seconds(request.data)
         data = DocumentInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        version = document_version_add(principal=p, document=document,
-                                       content=data.validated_data["content"],
+        content = data.validated_data["content"]
+        latest = document.versions.order_by("-number").values_list("id", flat=True).first()
+        usage.check_ingest_budget(p, _document_chars(content), what="a document version")
+        version = document_version_add(principal=p, document=document, content=content,
                                        media_type=data.validated_data["media_type"])
-        usage.record(p, "document")
+        if version.id != latest:  # the same bytes again store (and spend) nothing
+            usage.record(p, "document")
+            usage.record(p, "ingest_chars", len(version.text))
         return self._stored(version, wait=wait, started=started)
 
 
 class DocumentDetailApi(APIView):
     def get(self, request: Request, document_id: str) -> Response:
         """A document and its versions, oldest first, each with its `processing` state
-        (`queued`, `processed` or `failed`, as a write with `wait` reports it); the
-        top-level `processing` is the latest version's."""
+        (`queued`, `processed` or `failed`, as a write with `wait` reports it) and, when
+        `failed`, an `error` code (`too_many_statements`: the version would yield more
+        than MEMHOUSE_MAX_STATEMENTS_PER_VERSION statements, none was written and the
+        earlier versions' statements stand, so split the document; `processing_failed`:
+        its processing raised); the top-level `processing` is the latest version's."""
         from knowledge import selectors
         from knowledge.ingest.services import document_for_write
 
@@ -829,7 +863,8 @@ class DocumentDetailApi(APIView):
                          "processing": selectors.version_processing(versions[-1])
                          if versions else None,
                          "versions": [{**_version_out(v),
-                                       "processing": selectors.version_processing(v)}
+                                       "processing": selectors.version_processing(v),
+                                       "error": selectors.version_error(v)}
                                       for v in versions]})
 
     def delete(self, request: Request, document_id: str) -> Response:

@@ -312,6 +312,15 @@ READY = frozenset(n for n, s in STATES.items() if s.readiness == "satisfies")
 SUBJECT_READY = frozenset(n for n, s in STATES.items() if s.readiness == "subject_only")
 READINESS_GAPS = frozenset(n for n, s in STATES.items() if s.readiness == "gap")
 CURRENT = frozenset({ACTIVE, PROVISIONAL, HELD, NEEDS_REVALIDATION, STALE})
+# Who sees a row is decided where it is placed: the gate's or a person's decision puts it
+# in one of the DECIDED states, whose visibility is its own. Every other state (history,
+# and the worker-made stale / needs_revalidation) shows a row to no one who could not see
+# it while it lived: a role in that state's visibility column sees the row only when some
+# DECIDED state it held after `proposed` was visible to that role (a row that never left
+# `proposed` for one, e.g. a gate rejection, keeps `proposed`'s visibility). So a
+# provisional claim about someone stays theirs alone once superseded, expired or stale.
+DECIDED = frozenset({ACTIVE, PROVISIONAL, HELD, CONTESTED})
+INHERITED = frozenset(STATES) - DECIDED - {PROPOSED}
 # States whose rows keep a vector: a search may return them now (for some reader) or once
 # they are active again. Past the gate only, so a proposed row is never embedded.
 EMBEDDABLE = frozenset(n for n in STATES if n != PROPOSED and (
@@ -322,6 +331,36 @@ class TransitionError(Exception):
     """An edge the contract does not allow, or a reason that does not belong to it."""
 
     code = "invalid_transition"
+
+
+ROLES = ("member", "curator", "admin")
+
+
+def visible_q(role: str, states: Iterable[str] | None = None, *, prefix: str = "") -> Any:
+    """A Q for the rows in `states` (default: every state) that `role` (member, curator or
+    admin) may inspect under the visibility column and the DECIDED / INHERITED rule above,
+    before scope, sensitivity and the subject's own access. Reads LifecycleEvent, the
+    record of every state a row held, so rows stored before the rule need no backfill."""
+    from django.db.models import Exists, OuterRef, Q
+
+    from knowledge.models import LifecycleEvent
+
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+    wanted = set(STATES) if states is None else set(states)
+    seen = {n for n in wanted if getattr(STATES[n].visibility, role)}
+    own = sorted(seen - INHERITED)
+    inherited = sorted(seen & INHERITED)
+    q = Q(**{f"{prefix}state__in": own})
+    if not inherited:
+        return q
+    key = OuterRef(f"{prefix}pk" if prefix else "pk")
+    lived = LifecycleEvent.objects.filter(knowledge_id=key)
+    shown: Any = Exists(lived.filter(to_state__in=sorted(
+        n for n in DECIDED if getattr(STATES[n].visibility, role))))
+    if getattr(STATES[PROPOSED].visibility, role):
+        shown = shown | ~Exists(lived.filter(to_state__in=sorted(DECIDED)))
+    return q | (Q(**{f"{prefix}state__in": inherited}) & shown)
 
 
 def is_allowed(from_state: str | None, to_state: str) -> bool:
@@ -669,6 +708,15 @@ def operator_table_markdown() -> str:
         "The member column assumes ordinary scope authorisation. A subject can inspect "
         "their own rows in any scope; another subject's `provisional` row stays hidden "
         "even from curators and administrators.",
+        "",
+        "A row keeps, in history, the visibility it had while it lived. The states a "
+        f"decision places a row in ({', '.join(f'`{n}`' for n in sorted(DECIDED))}) "
+        "show it as the table says; in every other state "
+        f"({', '.join(f'`{n}`' for n in sorted(INHERITED))}) a member, curator or "
+        "administrator sees the row only when the table says so *and* some decided state "
+        "the row held was visible to them (a row that never left `proposed` keeps "
+        "`proposed`'s visibility). So a `provisional` claim about someone that is "
+        "superseded, expires or goes stale stays visible to its subject alone.",
         "",
         "## Possibly outdated",
         "",

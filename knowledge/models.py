@@ -544,7 +544,7 @@ class UsageEntry(AccountOwned):
 
     class Kind(models.TextChoices):
         INGEST = "ingest"  # units = messages stored
-        INGEST_CHARS = "ingest_chars"  # units = characters of the stored messages' text
+        INGEST_CHARS = "ingest_chars"  # units = characters of stored message / version text
         DOCUMENT = "document"  # units = versions stored
         SEARCH = "search"
         ASK = "ask"

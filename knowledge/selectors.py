@@ -248,10 +248,12 @@ def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = 
     """Which statements the listing shows this reader. No states: exactly what search may
     retrieve (lifecycle_q & sensitivity_q). Named states: active and provisional keep
     search's rules (expiry at read time, provisional for its subject); the other
-    member-visible states are history under the same sensitivity rule; subject-only
+    member-visible states are history under the same sensitivity rule, shown to members
+    only when the row was once visible to them (lifecycle.visible_q); subject-only
     states (allowed by listing_states only when `as_subject`) are the reader's own rows,
-    and those of the curator / admin column are every row in them for a curator /
-    administrator (the caller limits scopes)."""
+    and those of the curator / admin column (history included) are the rows in them a
+    curator / administrator may inspect by lifecycle.visible_q (the caller limits
+    scopes)."""
     usable = lifecycle_q(reader, at=at) & sensitivity_q(reader)
     states = tuple(states)
     if not states:
@@ -260,15 +262,22 @@ def listing_q(reader: Reader, *, states: Iterable[str] = (), as_subject: bool = 
     q = usable & Q(state__in=sorted(set(states) & searchable))
     history = sorted(set(states) & (lifecycle.MEMBER_VISIBLE - searchable))
     if history:
-        q |= Q(state__in=history) & sensitivity_q(reader)
+        # History keeps the visibility the row had while it lived (lifecycle.visible_q):
+        # someone else's provisional claim never becomes readable by being superseded.
+        shown = lifecycle.visible_q("member", history)
+        if reader.peer_id is not None:
+            shown |= Q(state__in=history, subject_peer_id=reader.peer_id)
+        q |= shown & sensitivity_q(reader)
     own = sorted(set(states) & SUBJECT_ONLY_STATES)
     if own and as_subject and reader.peer_id is not None:
         q |= Q(state__in=own, subject_peer_id=reader.peer_id)
-    role = (CURATOR_STATES if as_curator else frozenset()) | (
-        ADMIN_STATES if as_admin else frozenset())
-    by_role = sorted((set(states) & role) - LISTING_STATES)
-    if by_role:
-        q |= Q(state__in=by_role)
+    # A curator's / administrator's column, history included, under the rule that history
+    # keeps the visibility a row had while it lived (never someone's provisional claim).
+    for role, column, yes in (("curator", CURATOR_STATES, as_curator),
+                              ("admin", ADMIN_STATES, as_admin)):
+        by_role = sorted(set(states) & column - searchable) if yes else []
+        if by_role:
+            q |= lifecycle.visible_q(role, by_role)
     return q
 
 
@@ -355,6 +364,8 @@ class DocumentPage:
 
     items: list[tuple[Document, DocumentVersion]]
     next_cursor: str | None
+    # Documents whose latest version's text this reader may not read (only with text).
+    text_withheld: frozenset[uuid.UUID] = frozenset()
 
 
 def _scope_subtree_q(root: str) -> Q:
@@ -366,10 +377,17 @@ def _scope_subtree_q(root: str) -> Q:
 def documents_listing(*, reader: Reader, scope_path: str | None = None,
                       external_id: str | None = None, with_text: bool = False,
                       cursor: str | None = None,
-                      limit: int = DOCUMENTS_DEFAULT_LIMIT) -> DocumentPage:
+                      limit: int = DOCUMENTS_DEFAULT_LIMIT, as_subject: bool = False,
+                      reads_every_text: bool = False) -> DocumentPage:
     """Documents that are not tombstoned, in the scopes the credential may access (the
-    rule of GET /documents/<id>: raw sources carry no per-statement visibility, so the
-    scope grant decides), oldest first in keyset pages on (created_at, id).
+    rule of GET /documents/<id>: the scope grant decides who may know a document
+    exists), oldest first in keyset pages on (created_at, id).
+
+    Its raw text says everything its statements say, so `with_text` gives a document's
+    text only to its owner (the uploading peer; a peerless upload: peerless keys), to
+    `reads_every_text` (curators and administrators) and to a reader who may inspect
+    every statement drawn from its latest version (the rule of GET /knowledge/<id>,
+    `as_subject` as there); for the rest its id is in `text_withheld`.
 
     `scope_path` narrows the list to that scope and its descendants (a document store's
     namespace prefix); a scope the credential may not read is the same 404 as a missing
@@ -403,7 +421,19 @@ def documents_listing(*, reader: Reader, scope_path: str | None = None,
               .distinct("document_id")}
     items = [(d, latest[d.id]) for d in docs if d.id in latest]
     nxt = encode_cursor(docs[-1].created_at, docs[-1].pk) if more else None
-    return DocumentPage(items, nxt)
+    withheld: frozenset[uuid.UUID] = frozenset()
+    if with_text and not reads_every_text:
+        owned = {d.id for d, _ in items if d.peer_id == reader.peer_id}
+        states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
+        visible = (Knowledge.objects.filter(account_id=reader.account_id)
+                   .filter(readable_scopes_q(reader))
+                   .filter(listing_q(reader, states=states, as_subject=as_subject)))
+        hidden = (KnowledgeSource.objects
+                  .filter(document_version_id__in=[v.pk for d, v in items if d.id not in owned])
+                  .filter(~Exists(visible.filter(id=OuterRef("knowledge_id"))))
+                  .values_list("document_version__document_id", flat=True).distinct())
+        withheld = frozenset(hidden)
+    return DocumentPage(items, nxt, withheld)
 
 
 # --- which source messages a reader may see (one rule, also retrieval.lineage's) ----------
@@ -456,6 +486,22 @@ def version_processing(version: DocumentVersion) -> str:
     if version.processing_failed_at is not None:
         return FAILED
     return QUEUED
+
+
+# Why a version was set aside, as a code its writer can act on: it would yield more
+# statements than MEMHOUSE_MAX_STATEMENTS_PER_VERSION (split the document), or its
+# processing raised (an administrator reads the error in the log).
+TOO_MANY_STATEMENTS = "too_many_statements"
+PROCESSING_FAILED = "processing_failed"
+
+
+def version_error(version: DocumentVersion) -> str | None:
+    """The code of a set-aside version's failure (never the error text); None otherwise."""
+    if version_processing(version) != FAILED:
+        return None
+    if version.processing_error.startswith(TOO_MANY_STATEMENTS + ":"):
+        return TOO_MANY_STATEMENTS
+    return PROCESSING_FAILED
 
 
 def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> int:

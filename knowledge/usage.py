@@ -35,44 +35,55 @@ def record(principal: Principal, kind: str, units: int = 1) -> None:
 
 
 def _ledger_subject(principal: Principal) -> dict[str, Any]:
-    """The ledger rows of this caller: its credential, or a signed-in human's peer."""
-    if principal.credential_id is not None:
-        return {"credential_id": principal.credential_id}
-    return {"credential_id__isnull": True,
-            "peer_key": principal.peer.key if principal.peer else ""}
+    """The ledger rows a caller's budget counts: its acting peer's, whichever credential
+    wrote them (a fresh sign-in token or a second key shares the peer's budget); a
+    peerless key's own rows."""
+    if principal.peer is not None:
+        return {"peer_key": principal.peer.key}
+    return {"credential_id": principal.credential_id, "peer_key": ""}
 
 
-def check_ingest_budget(principal: Principal, chars: int) -> None:
+def _spent(principal: Principal, since: Any, subject: dict[str, Any]) -> tuple[int, Any]:
+    spent = UsageEntry.objects.filter(
+        account_id=principal.account_id, kind=UsageEntry.Kind.INGEST_CHARS,
+        created_at__gt=since, **subject,
+    ).aggregate(units=Sum("units"), first=Min("created_at"))
+    return int(spent["units"] or 0), spent["first"]
+
+
+def check_ingest_budget(principal: Principal, chars: int, *,
+                        what: str = "the messages of one request") -> None:
     """Refuse text the server should not spend CPU on: more than MEMHOUSE_MAX_REQUEST_CHARS
-    in one request (413), or beyond MEMHOUSE_INGEST_CHARS_PER_WINDOW for this caller in
-    the last MEMHOUSE_INGEST_WINDOW_SECONDS (429 with Retry-After). The window is read
-    from the durable usage ledger (`ingest_chars` rows), so it holds across web processes
-    and restarts without Redis; concurrent requests may overshoot it by one request."""
+    in one request (413), or beyond MEMHOUSE_INGEST_CHARS_PER_WINDOW for the acting peer
+    (a peerless key: the credential) or MEMHOUSE_INGEST_CHARS_PER_ACCOUNT_WINDOW for the
+    whole Account in the last MEMHOUSE_INGEST_WINDOW_SECONDS (429 with Retry-After).
+    Messages and document versions spend the same budget. The window is read from the
+    durable usage ledger (`ingest_chars` rows), so it holds across web processes and
+    restarts without Redis; concurrent requests may overshoot it by one request."""
     per_request = int(settings.MEMHOUSE_MAX_REQUEST_CHARS)
     if chars > per_request:
         raise ApplicationError(
-            "request_too_large", f"the messages of one request may hold at most "
-            f"{per_request} characters of text in total; this one holds {chars}. "
-            "Split the batch.", status_code=413)
-    budget = int(settings.MEMHOUSE_INGEST_CHARS_PER_WINDOW)
-    if budget <= 0:
-        return
+            "request_too_large", f"{what} may hold at most {per_request} characters of "
+            f"text in total; this one holds {chars}. Split it.", status_code=413)
     window = int(settings.MEMHOUSE_INGEST_WINDOW_SECONDS)
     now = timezone.now()
-    spent = UsageEntry.objects.filter(
-        account_id=principal.account_id, kind=UsageEntry.Kind.INGEST_CHARS,
-        created_at__gt=now - timedelta(seconds=window), **_ledger_subject(principal),
-    ).aggregate(units=Sum("units"), first=Min("created_at"))
-    used = int(spent["units"] or 0)
-    if used + chars <= budget:
-        return
-    # The oldest counted request leaves the window first; retrying earlier cannot help.
-    first = spent["first"] or now
-    retry = max(1, int((first + timedelta(seconds=window) - now).total_seconds()) + 1)
-    # DRF's Throttled: 429 `rate_limited` with Retry-After, like the request rate limit.
-    raise Throttled(wait=retry, detail=(
-        f"ingest text budget exhausted: {used} characters in the last {window} seconds "
-        f"and {chars} more requested; the budget is {budget}."))
+    since = now - timedelta(seconds=window)
+    for budget, subject, whose in (
+            (int(settings.MEMHOUSE_INGEST_CHARS_PER_WINDOW), _ledger_subject(principal),
+             "this sender's"),
+            (int(settings.MEMHOUSE_INGEST_CHARS_PER_ACCOUNT_WINDOW), {}, "the Account's")):
+        if budget <= 0:
+            continue
+        used, first = _spent(principal, since, subject)
+        if used + chars <= budget:
+            continue
+        # The oldest counted request leaves the window first; retrying earlier cannot help.
+        first = first or now
+        retry = max(1, int((first + timedelta(seconds=window) - now).total_seconds()) + 1)
+        # DRF's Throttled: 429 `rate_limited` with Retry-After, like the request rate limit.
+        raise Throttled(wait=retry, detail=(
+            f"{whose} ingest text budget is exhausted: {used} characters in the last "
+            f"{window} seconds and {chars} more requested; the budget is {budget}."))
 
 
 def write_model_call(meter: Meter, tokens: int) -> bool:

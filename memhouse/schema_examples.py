@@ -301,14 +301,15 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "response": {"items": [{"id": DOC, "title": "Handbook", "scope": "/demo",
                                 "external_id": "handbook", "created_at": NOW,
                                 "latest_version": {**VERSION, "created_at": NOW,
-                                                   "text": "Our office is in Lisbon."}}],
+                                                   "text": "Our office is in Lisbon.",
+                                                   "text_withheld": False}}],
                      "next_cursor": None},
     },
     "v1_documents_retrieve": {
         "status": 200,
         "response": {"id": DOC, "title": "Handbook", "scope": "/demo",
                      "processing": "processed",
-                     "versions": [{**VERSION, "processing": "processed"}]},
+                     "versions": [{**VERSION, "processing": "processed", "error": None}]},
     },
     "v1_documents_destroy": {
         "status": 200,

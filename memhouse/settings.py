@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Secure cookies and HSTS on HTTPS to a non-loopback host (MEMHOUSE_AUTO_TRANSPORT_SECURITY).
+    "memhouse.transport.AutoTransportSecurityMiddleware",
     # /static/ from STATIC_ROOT in every served mode (serve, gunicorn), before the rest.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memhouse.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
@@ -182,6 +184,10 @@ SECURE_HSTS_SECONDS = env_int("MEMHOUSE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MEMHOUSE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("MEMHOUSE_HSTS_PRELOAD", False)
 SECURE_SSL_REDIRECT = env_bool("MEMHOUSE_SSL_REDIRECT", False)
+# On by default: a request that arrives over HTTPS for a host that is not loopback gets
+# Secure cookies and HSTS whatever the two settings above say (memhouse/transport.py);
+# false leaves them to MEMHOUSE_SECURE_COOKIES and MEMHOUSE_HSTS_SECONDS alone.
+MEMHOUSE_AUTO_TRANSPORT_SECURITY = env_bool("MEMHOUSE_AUTO_TRANSPORT_SECURITY", True)
 # /healthz and /readyz answer over plain HTTP for container health checks.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 if env_bool("MEMHOUSE_TRUST_X_FORWARDED_PROTO", False):
@@ -221,8 +227,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "memhouse.schema.MemhouseAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["memhouse.usage.CredentialRateThrottle"],
 }
-# Requests per credential per minute (0 switches the limit off); counted in Redis.
+# Requests per acting peer (a peerless key: per credential) per minute, and per Account
+# per minute, so a fresh sign-in token or a second key adds no budget (0 switches a limit
+# off); counted in Redis.
 MEMHOUSE_RATE_LIMIT_PER_MINUTE = env_int("MEMHOUSE_RATE_LIMIT_PER_MINUTE", 600, minimum=0)
+MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE = env_int(
+    "MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE", 6000, minimum=0)
 MEMHOUSE_RATE_LIMIT_REDIS_URL = env_str("MEMHOUSE_RATE_LIMIT_REDIS_URL", "")
 SPECTACULAR_SETTINGS = {
     "TITLE": "MemHouse API",
@@ -322,8 +332,9 @@ MEMHOUSE_STRATEGY_ALLOWLIST = env_list(
 MEMHOUSE_MAX_MESSAGE_CHARS = env_int("MEMHOUSE_MAX_MESSAGE_CHARS", 20_000, minimum=1)
 MEMHOUSE_MAX_BATCH = env_int("MEMHOUSE_MAX_BATCH", 500, minimum=1)
 # Extraction costs CPU in proportion to text (a 20,000-character message takes seconds), so
-# text is budgeted: per POST /messages (413 request_too_large) and per credential over a
-# rolling window, counted in the usage ledger (429 rate_limited with Retry-After; 0 = off).
+# text is budgeted: per POST /messages or document version (413 request_too_large), and
+# per acting peer and per Account over a rolling window, counted in the usage ledger (429
+# rate_limited with Retry-After; 0 = off). Messages and documents share the budget.
 # Deepest JSON nesting any request body may have (400 malformed_request beyond it), and
 # the deepest a message's metadata may nest (400 invalid_input).
 MEMHOUSE_MAX_JSON_DEPTH = env_int("MEMHOUSE_MAX_JSON_DEPTH", 32, minimum=4)
@@ -331,7 +342,14 @@ MEMHOUSE_MAX_METADATA_DEPTH = env_int("MEMHOUSE_MAX_METADATA_DEPTH", 8, minimum=
 MEMHOUSE_MAX_REQUEST_CHARS = env_int("MEMHOUSE_MAX_REQUEST_CHARS", 100_000, minimum=1)
 MEMHOUSE_INGEST_CHARS_PER_WINDOW = env_int("MEMHOUSE_INGEST_CHARS_PER_WINDOW", 1_000_000,
                                            minimum=0)
+MEMHOUSE_INGEST_CHARS_PER_ACCOUNT_WINDOW = env_int(
+    "MEMHOUSE_INGEST_CHARS_PER_ACCOUNT_WINDOW", 10_000_000, minimum=0)
 MEMHOUSE_INGEST_WINDOW_SECONDS = env_int("MEMHOUSE_INGEST_WINDOW_SECONDS", 3600, minimum=1)
+# Most statements one document version may yield: a version that would yield more is set
+# aside (`failed`, error `too_many_statements`) before any is written, and its document
+# keeps what earlier versions hold. Split such a document (0 = no cap).
+MEMHOUSE_MAX_STATEMENTS_PER_VERSION = env_int("MEMHOUSE_MAX_STATEMENTS_PER_VERSION", 1000,
+                                              minimum=0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 
 # --- Account archives (governance/archive.py) -------------------------------------------

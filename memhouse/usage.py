@@ -1,4 +1,4 @@
-"""Metering wiring: per-credential rate limits, the request's billing scope, and the
+"""Metering wiring: per-peer and per-Account rate limits, the request's billing scope, and the
 recorder behind the ground's model-call hook (memhouse.metering).
 
 The durable ledger and its one writer live with the UsageEntry model (knowledge.usage);
@@ -119,25 +119,35 @@ _counter = _Counter()
 
 
 class CredentialRateThrottle(BaseThrottle):
-    """At most MEMHOUSE_RATE_LIMIT_PER_MINUTE requests per credential (or per signed-in
-    human) in each fixed one-minute window; beyond that 429 with Retry-After."""
+    """At most MEMHOUSE_RATE_LIMIT_PER_MINUTE requests per acting peer (a peerless key:
+    per credential) and MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE per Account in each
+    fixed one-minute window; beyond either, 429 with Retry-After. Keyed by the peer, not
+    the credential, so a person who signs in again (a fresh token) or an agent with a
+    second key gets no fresh budget."""
 
     def __init__(self) -> None:
         self.retry_after = 0
 
     def allow_request(self, request: Any, view: Any) -> bool:
         limit = int(getattr(settings, "MEMHOUSE_RATE_LIMIT_PER_MINUTE", 0))
+        ceiling = int(getattr(settings, "MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE", 0))
         principal = request.user
         if isinstance(principal, Principal):
             # Every API view runs this throttle after authentication: the request's model
             # calls are billed to this principal (reset by RequestScopeMiddleware at the end).
             bind_request_principal(principal)
-        if limit <= 0 or not isinstance(principal, Principal):
+        if (limit <= 0 and ceiling <= 0) or not isinstance(principal, Principal):
             return True
-        subject = principal.credential_id or (principal.peer.pk if principal.peer else None)
+        subject = (f"peer:{principal.peer.pk}" if principal.peer is not None
+                   else f"credential:{principal.credential_id}")
         now = time.time()
         window = int(now // WINDOW_SECONDS)
-        if _counter.hit(f"{principal.account_id}:{subject}", window) <= limit:
+        # Both counters count every request, so a refused one still spends the Account's.
+        within = limit <= 0 or _counter.hit(f"{principal.account_id}:{subject}",
+                                            window) <= limit
+        within_account = ceiling <= 0 or _counter.hit(f"{principal.account_id}:account",
+                                                      window) <= ceiling
+        if within and within_account:
             return True
         self.retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
         return False

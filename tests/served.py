@@ -33,7 +33,8 @@ def manage_env(data_dir: Path, **extra: str) -> dict[str, str]:
                                                              "MEMHOUSE_TEST_DB_NAME"}}
     env.update(DJANGO_SETTINGS_MODULE="memhouse.settings", MEMHOUSE_DEBUG="false",
                MEMHOUSE_DATA_DIR=str(data_dir), MEMHOUSE_STATIC_ROOT=str(data_dir / "static"),
-               MEMHOUSE_RATE_LIMIT_PER_MINUTE="0", PYTHONUNBUFFERED="1")
+               MEMHOUSE_RATE_LIMIT_PER_MINUTE="0",
+               MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE="0", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
 

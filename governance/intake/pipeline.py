@@ -35,6 +35,7 @@ from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extract
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.lifecycle import transition
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Peer
+from knowledge.selectors import TOO_MANY_STATEMENTS
 from knowledge.services import knowledge_merge_sources, knowledge_propose_many
 from memhouse.tenancy import account_context
 
@@ -499,9 +500,12 @@ def prose_of(version_text: str, media_type: str) -> list[str]:
 
 
 def document_claims(version_text: str, *, names: dict[str, str], occurred_at: Any,
-                    media_type: str = "text/plain") -> list[tuple[ExtractedClaim, str]]:
+                    media_type: str = "text/plain", limit: int = 0
+                    ) -> list[tuple[ExtractedClaim, str]]:
     """Declarative sentences of a document as claims about the scope, or about a known
-    peer when the sentence starts with that peer's name. Returns (claim, excerpt)."""
+    peer when the sentence starts with that peer's name. Returns (claim, excerpt); with
+    `limit`, stops once it has more than `limit` (the caller refuses such a version, so
+    the rest is not worth extracting)."""
     from knowledge.ingest.rule_extractor import (
         classify_sensitivity,
         document_statements,
@@ -527,7 +531,13 @@ def document_claims(version_text: str, *, names: dict[str, str], occurred_at: An
                         self_observation=False, source_message_id="",
                         evidence_span=(offset, offset + end - start))
                     out.append((claim, raw))
+                    if limit and len(out) > limit:
+                        return out
     return out
+
+
+class TooManyStatements(Exception):
+    """A document version yields more statements than MEMHOUSE_MAX_STATEMENTS_PER_VERSION."""
 
 
 def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid.UUID
@@ -541,7 +551,15 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
             return Outcome()
         names = known_peer_names(account_id, version.document.scope_id)
         text, created, media_type = version.text, version.created_at, version.media_type
-    claims = document_claims(text, names=names, occurred_at=created, media_type=media_type)
+    cap = int(settings.MEMHOUSE_MAX_STATEMENTS_PER_VERSION)
+    claims = document_claims(text, names=names, occurred_at=created, media_type=media_type,
+                             limit=cap)
+    if cap and len(claims) > cap:
+        # Refused whole, before anything is written: a partial version would supersede
+        # what its unread remainder still says. The task sets it aside with this reason.
+        raise TooManyStatements(
+            f"{TOO_MANY_STATEMENTS}: the version yields more than {cap} statements "
+            "(MEMHOUSE_MAX_STATEMENTS_PER_VERSION); split the document")
     outcome = Outcome()
     # One insert of the new statements and the gates' moves written together, as for a
     # batch of messages (BatchPlacer: the same decisions as row by row); a long document
@@ -619,10 +637,13 @@ def mark_version_failed(account_id: str | uuid.UUID, version_id: str | uuid.UUID
     failed attempt's is gone): the version is set aside with the error's class and
     message, never a traceback (which could carry its text). False when the version is
     gone or was processed meanwhile."""
+    # A refused version keeps its reason as written ("too_many_statements: ..."), which
+    # selectors.version_error reports to its writer as a code.
+    why = str(error)[:500] if isinstance(error, TooManyStatements) else describe(error)
     with account_context(account_id):
         updated = DocumentVersion.objects.filter(pk=version_id, processed_at__isnull=True
                                                  ).update(processing_failed_at=timezone.now(),
-                                                          processing_error=describe(error))
+                                                          processing_error=why)
     log.warning("document version processing failed; set aside",
                 extra={"account_id": str(account_id), "version_id": str(version_id),
                        "error_type": type(error).__name__})

@@ -135,10 +135,15 @@ class _VersionFields(TypedDict):
     media_type: str
 
 
+class VersionOutcome(MessageOutcome):
+    # when failed: "too_many_statements" (split the document) or "processing_failed"
+    error: str | None
+
+
 class DocumentVersion(_VersionFields):
     """A stored version (create_document, add_document_version)."""
 
-    outcome: NotRequired[MessageOutcome]  # only with wait (as a message's outcome)
+    outcome: NotRequired[VersionOutcome]  # only with wait (as a message's outcome)
     timed_out: NotRequired[bool]  # only with wait
 
 
@@ -192,7 +197,10 @@ class SearchResult(TypedDict):
 
 class DocumentLatestVersion(_VersionFields):
     created_at: str
-    text: NotRequired[str]  # only with include_text=True
+    # Only with include_text=True; None (and text_withheld) when some statement drawn
+    # from the version is one this key may not read.
+    text: NotRequired[str | None]
+    text_withheld: NotRequired[bool]
 
 
 class DocumentOut(TypedDict):
@@ -546,7 +554,8 @@ class MemHouseClient:
 
     def get_document(self, document_id: str | UUID) -> JSONDict:
         """A document and its versions, each with its `processing` state (`queued`,
-        `processed`, `failed`); the top-level `processing` is the latest version's."""
+        `processed`, `failed`, then with an `error` code); the top-level `processing` is
+        the latest version's."""
         return dict(self._get(f"documents/{document_id}"))
 
     def delete_document(self, document_id: str | UUID) -> DocumentDeleted:

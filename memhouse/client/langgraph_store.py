@@ -189,7 +189,7 @@ class MemHouseStore(BaseStore):
                                           datetime]:
         """(value, key, namespace, created_at, updated_at) of a stored document."""
         latest = doc["latest_version"]
-        text = latest.get("text", "")
+        text = latest.get("text") or ""  # None: withheld from this key (text_withheld)
         try:
             value = json.loads(text)
         except ValueError:

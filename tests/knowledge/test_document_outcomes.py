@@ -171,7 +171,7 @@ def test_the_wait_runs_out_when_nothing_processes_the_version(live_server, commi
     body = r.json()
     assert body["timed_out"] is True
     assert body["outcome"] == {"processing": "queued", "statements": [], "refused": [],
-                               "not_visible": {"count": 0, "states": {}}}
+                               "not_visible": {"count": 0, "states": {}}, "error": None}
     detail = _get(live_server, w.agent_key, f"documents/{body['document_id']}").json()
     assert detail["processing"] == "queued"
     # The task, delivered late, processes it; a redelivery is then a no-op.
@@ -195,13 +195,15 @@ def test_a_version_whose_processing_fails_is_reported_failed(live_server, commit
     body = r.json()
     assert body["timed_out"] is False  # set aside is done, not pending
     assert body["outcome"] == {"processing": "failed", "statements": [], "refused": [],
-                               "not_visible": {"count": 0, "states": {}}}
+                               "not_visible": {"count": 0, "states": {}},
+                               "error": "processing_failed"}
     with account_context(w.account.id):
         version = DocumentVersion.objects.get(pk=body["version_id"])
     assert version.processed_at is None and version.processing_failed_at is not None
     assert version.processing_error == "RuntimeError: the extractor broke"
     detail = _get(live_server, w.agent_key, f"documents/{body['document_id']}").json()
     assert detail["processing"] == "failed"
+    assert detail["versions"][0]["error"] == "processing_failed"  # a code, never the text
 
 
 def test_a_version_with_nothing_to_extract_is_processed(live_server, committed_world):

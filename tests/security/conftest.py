@@ -15,6 +15,7 @@ from tests.security.corpus import Corpus, build_corpus
 @pytest.fixture(autouse=True)
 def _no_rate_limit(settings: Any) -> None:
     settings.MEMHOUSE_RATE_LIMIT_PER_MINUTE = 0
+    settings.MEMHOUSE_RATE_LIMIT_PER_ACCOUNT_PER_MINUTE = 0
 
 
 _live: list[bool] = [False]

@@ -56,7 +56,9 @@ PATHS: dict[str, list[tuple[str, str]]] = {
     "rejected": [("rejected", "f4_gate_a_noise")],
     "contested": [("contested", "f4_subject_contested")],
     "redacted": [("redacted", "f4_subject_redacted")],
-    "stale": [("provisional", "f4_gate_a_b_deferred"),
+    # Via active: a provisional row that goes stale stays its subject's alone (history
+    # keeps the visibility a row had while it lived; tests/security/test_history_visibility).
+    "stale": [("active", "f4_gate_a_b_accepted"), ("needs_revalidation", "f4_revalidation_due"),
               ("stale", "f4_revalidation_confidence_decay")],
     "retracted": [("retracted", "f4_source_erased")],
 }

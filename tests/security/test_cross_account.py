@@ -191,9 +191,10 @@ def case_peers_get(c: Corpus, client: APIClient) -> None:
 
 
 def case_peers_post(c: Corpus, client: APIClient) -> None:
-    # A's peer key is free in B: the same 201 as a never-used key.
-    r1 = api(client, c.keys["mallory"], "POST", "peers", {"key": "alice", "kind": "human"})
-    r2 = api(client, c.keys["mallory"], "POST", "peers", {"key": "zz-new", "kind": "human"})
+    # A's peer key is free in B: the same 201 as a never-used key (mel administers B;
+    # only administrators register people).
+    r1 = api(client, c.keys["mel"], "POST", "peers", {"key": "alice", "kind": "human"})
+    r2 = api(client, c.keys["mel"], "POST", "peers", {"key": "zz-new", "kind": "human"})
     assert r1.status_code == r2.status_code == 201
     from knowledge.models import Peer
     from memhouse.tenancy import rebind_account_for_tests
@@ -940,6 +941,8 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         # pipeline made of it is read under RLS, so B learns nothing of A's statements.
         assert isinstance(ksel.message_processing(msg), str)
         assert isinstance(ksel.version_processing(version), str)
+        assert ksel.version_error(version) in (None, ksel.TOO_MANY_STATEMENTS,
+                                               ksel.PROCESSING_FAILED)
         for out in (ksel.message_outcomes(messages=[(msg, forged(c), True)])[msg.pk],
                     ksel.version_outcomes(versions=[(version, forged(c), True)])[version.pk]):
             assert out.statements == [] and out.refused == {} and out.hidden == {}
@@ -1010,6 +1013,7 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "knowledge.selectors.messages_pending": source_outcomes,
         "knowledge.selectors.version_outcomes": source_outcomes,
         "knowledge.selectors.version_processing": source_outcomes,
+        "knowledge.selectors.version_error": source_outcomes,
         "knowledge.selectors.versions_pending": source_outcomes,
         "knowledge.selectors.visible_messages": source_outcomes,
         "governance.selectors.parse_limit": paging_helpers,
