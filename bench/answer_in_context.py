@@ -580,7 +580,7 @@ def build_projections(account_id: Any, convs: list[common.Conversation],
     (bench/context_ask.py context_keys / ensure_built), so every get_context below reads
     clean projections (a cache hit) whatever an earlier run left in a reused database."""
     from bench import context_ask as ca
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     built = 0
     t = time.monotonic()
@@ -603,8 +603,8 @@ def run(args: argparse.Namespace) -> int:
     from django.conf import settings
 
     from bench import context_ask as ca
-    from memhouse.llm import get_provider
-    from memhouse.tenancy import account_context
+    from memhouse.core.llm import get_provider
+    from memhouse.core.tenancy import account_context
     from retrieval.ask import ask
     from retrieval.context import get_context
     from retrieval.profiles import resolve_profile

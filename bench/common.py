@@ -119,7 +119,7 @@ def _status_kb(pid: int) -> dict[str, int]:
 
 
 def _postmaster_pid() -> int | None:
-    from memhouse.embedded_db import default_data_dir
+    from memhouse.core.embedded_db import default_data_dir
 
     data_dir = Path(os.environ.get("MEMHOUSE_DATA_DIR") or default_data_dir())
     try:
@@ -387,7 +387,7 @@ def attach_locomo(convs: list[Conversation], *, account_name: str = "LoCoMo benc
     (or it misses a conversation), so the caller ingests afresh."""
     from knowledge.accounts import list_account_ids
     from knowledge.models import Account, Peer, Scope
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     # Accounts are readable only inside their own context (RLS): look in each.
     account = None
@@ -423,8 +423,8 @@ def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
     from knowledge import services
     from knowledge.ingest.services import IncomingMessage, messages_ingest
     from knowledge.models import Knowledge, KnowledgeSource, Message
-    from memhouse.principal import Principal
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import Principal
+    from memhouse.core.tenancy import account_context
     from retrieval.embedding import get_embedder
     from retrieval.models import EntityMention, KnowledgeVector
 
@@ -709,7 +709,7 @@ def lifecycle_report(account_id: Any) -> dict[str, Any]:
     """The Account's internal lifecycle picture for bench outputs: every statement's final
     state and every LifecycleEvent (from_state -> to_state with its reason)."""
     from knowledge.models import Knowledge, LifecycleEvent
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(account_id):
         states = list(Knowledge.objects.values_list("state", flat=True))

@@ -80,8 +80,8 @@ class Readers:
 
     def __init__(self, account_id: Any, convs: list[common.Conversation]) -> None:
         from knowledge.models import Peer, Scope
-        from memhouse.principal import Reader
-        from memhouse.tenancy import account_context
+        from memhouse.core.principal import Reader
+        from memhouse.core.tenancy import account_context
 
         self.account_id = account_id
         self.readers: dict[str, Any] = {}
@@ -142,7 +142,7 @@ def _keys_q(keys: list[Any]) -> Any:
 
 
 def projection_rows(account_id: Any, keys: list[Any]) -> list[dict[str, Any]]:
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import Projection
 
     with account_context(account_id):
@@ -155,7 +155,7 @@ def ensure_built(account_id: Any, keys: list[Any]) -> dict[str, Any]:
     """Create the rows that do not exist (as projections.load does: dirty, version 1) and
     rebuild every one that is dirty or never built with projections.rebuild_many, the
     projection module's own rebuild (what the Celery task runs). Returns counts/timing."""
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import Projection
     from retrieval.projections import rebuild_many
 
@@ -177,7 +177,7 @@ def ensure_built(account_id: Any, keys: list[Any]) -> dict[str, Any]:
 
 
 def mark_keys_dirty(account_id: Any, keys: list[Any]) -> int:
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.projections import mark_dirty
 
     ids = [r["id"] for r in projection_rows(account_id, keys)]
@@ -186,7 +186,7 @@ def mark_keys_dirty(account_id: Any, keys: list[Any]) -> int:
 
 
 def delete_keys(account_id: Any, keys: list[Any]) -> int:
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import Projection
 
     with account_context(account_id):
@@ -196,7 +196,7 @@ def delete_keys(account_id: Any, keys: list[Any]) -> int:
 
 def projection_inventory(account_id: Any) -> dict[str, Any]:
     """What the built projections hold (entries per kind and scope depth)."""
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import Projection
 
     out: dict[str, Any] = defaultdict(lambda: {"projections": 0, "entries": [], "total": []})
@@ -312,7 +312,7 @@ def run_context(account_id: Any, convs: list[common.Conversation], readers: Read
                 budget: int) -> dict[str, Any]:
     from django.conf import settings
 
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval import projections
     from retrieval.context import get_context
     from retrieval.embedding import query_cache
@@ -423,7 +423,7 @@ def run_context(account_id: Any, convs: list[common.Conversation], readers: Read
 def message_dias(account_id: Any) -> dict[str, set[str]]:
     """Source message id -> its LoCoMo dia_id (the evidence a source message is)."""
     from knowledge.models import Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(account_id):  # client_message_id is "<sample_id>:<dia_id>"
         return {str(i): {dia_of(c)} for i, c in Message.objects
@@ -438,7 +438,7 @@ def embed_missing_messages(account_id: Any) -> dict[str, Any]:
     """Vectors for messages ingested before the source recall lane existed (what
     `manage.py reembed` does): a reused database may predate it."""
     from knowledge.models import Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import MessageVector
     from retrieval.vectors import embed_messages
 
@@ -457,7 +457,7 @@ def run_source_lane(account_id: Any, convs: list[common.Conversation], readers: 
     where an evidence turn is among the top `limit` messages of `exact`, of `semantic`,
     and of either, for the question's reader at the conversation's scope."""
     from knowledge.selectors import scope_ancestors
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval import source_recall
     from retrieval.embedding import query_cache
 
@@ -494,8 +494,8 @@ def run_source_lane(account_id: Any, convs: list[common.Conversation], readers: 
 def run_ask(account_id: Any, convs: list[common.Conversation], readers: Readers,
             prov: dict[str, set[str]], *, effort: str | None = None,
             source_recall: bool = False) -> dict[str, Any]:
-    from memhouse.llm import get_provider
-    from memhouse.tenancy import account_context
+    from memhouse.core.llm import get_provider
+    from memhouse.core.tenancy import account_context
     from retrieval.ask import ask
     from retrieval.embedding import query_cache
     from retrieval.profiles import resolve_profile
@@ -671,7 +671,7 @@ def run_abstention(account_id: Any, convs: list[common.Conversation], readers: R
 
     from django.conf import settings
 
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.ask import ask
     from retrieval.embedding import get_embedder, query_cache
     from retrieval.profiles import resolve_profile
@@ -786,7 +786,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("celery").setLevel(logging.WARNING)
     from django.conf import settings
 
-    from memhouse.llm import get_provider
+    from memhouse.core.llm import get_provider
     from retrieval import context as context_mod
     from retrieval.embedding import get_embedder
 
@@ -804,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
         "ask": {},
         "config": {
             "database": dbname, "kept_database": args.keep_db,
-            "reader": "memhouse.principal.Reader(posture='peer', peer_id=<speaker>, "
+            "reader": "memhouse.core.principal.Reader(posture='peer', peer_id=<speaker>, "
                       "scope_roots=('/',)); the speaker the question names, else speaker_a",
             "context_function": "retrieval.context.get_context(reader, scope, query=question,"
                                 f" budget_chars={budget}), no session",

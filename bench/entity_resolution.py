@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         account_id, _ = common.ingest_locomo(convs)
         common.rebuild_entity_index(account_id)
 
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval import entity_resolution as er
     from retrieval.entity_resolution import _prompt, _read_scope, _space_id, name_candidate
 

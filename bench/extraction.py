@@ -513,7 +513,7 @@ def run_extractor(name: str, data: dict[str, Any]) -> tuple[dict[str, list[dict[
         extractor: Any = RuleBasedExtractor()
     else:
         from knowledge.ingest.llm_extractor import LLMExtractor
-        from memhouse.llm import get_provider
+        from memhouse.core.llm import get_provider
 
         provider = get_provider()
         if provider is None:

@@ -138,8 +138,8 @@ def _long_texts(args: argparse.Namespace, dbname: str) -> int:
     from knowledge import services
     from knowledge.ingest.services import IncomingMessage, document_create, messages_ingest
     from knowledge.models import Knowledge
-    from memhouse.principal import Principal
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import Principal
+    from memhouse.core.tenancy import account_context
     from retrieval.embedding import get_embedder
 
     logging.getLogger("celery").setLevel(logging.WARNING)  # one line per task otherwise

@@ -374,7 +374,7 @@ def setup_account(data: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
     from django.db import connections, transaction
 
     from knowledge import services
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with transaction.atomic():
         account = services.account_create(name="Knowledge quality bench", slug="kq-bench")
@@ -463,7 +463,7 @@ def wait_extracted(account_id: Any, client_ids: list[str], timeout: float
     from django.db import connections
 
     from knowledge.models import Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     t0 = time.monotonic()
     while True:
@@ -492,7 +492,7 @@ def rows_by_message(account_id: Any, client_ids: list[str]) -> dict[str, list[di
 
     from governance.models import Validation
     from knowledge.models import KnowledgeSource, Relation
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     try:

@@ -518,7 +518,7 @@ def pipeline_counts(account_id: Any) -> dict[str, int]:
     from django.db.models import Exists, OuterRef
 
     from knowledge.models import Knowledge, Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import KnowledgeVector
     from retrieval.vectors import EMBEDDABLE_STATES
 
@@ -538,7 +538,7 @@ def searchable_conversations(account_id: Any, convs: list[Any]) -> frozenset[str
     from django.db import connections
 
     from knowledge.models import Knowledge
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     try:
         with account_context(account_id):
@@ -557,8 +557,8 @@ def preload(account_id: Any, convs: list[Any], batch_size: int) -> dict[str, Any
 
     from knowledge.ingest.services import IncomingMessage, messages_ingest
     from knowledge.models import Peer
-    from memhouse.principal import Principal
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import Principal
+    from memhouse.core.tenancy import account_context
 
     t = time.monotonic()
     with account_context(account_id):
@@ -589,7 +589,7 @@ def final_counts(account_id: Any, accepted: list[str], attempted: list[str]) -> 
     from django.db.models import Count
 
     from knowledge.models import Knowledge, KnowledgeSource, Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
     from retrieval.models import EntityMention, KnowledgeVector
 
     accepted_set, attempted_set = set(accepted), set(attempted)
@@ -668,7 +668,7 @@ def setup_account(convs: list[Any]) -> tuple[Any, str]:
     from django.db import connections, transaction
 
     from knowledge import services
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with transaction.atomic():
         account = services.account_create(name="Load bench", slug="load-bench")

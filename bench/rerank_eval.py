@@ -61,7 +61,7 @@ def _z(values: np.ndarray) -> np.ndarray:
 
 def statements(account_id: Any, ids: set[str]) -> dict[str, str]:
     from knowledge.models import Knowledge
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(account_id):
         return {str(k): s for k, s in Knowledge.objects.filter(id__in=list(ids))
@@ -74,8 +74,8 @@ def capture(account_id: Any, convs: list[common.Conversation],
     """bench/retrieval.py `capture_pass`, also keeping the engine's rerank report and
     elapsed time (no provider is configured here: the engine reranks model-free)."""
     from knowledge.models import Scope
-    from memhouse.principal import internal_reader
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import internal_reader
+    from memhouse.core.tenancy import account_context
     from retrieval import engine
     from retrieval.embedding import query_cache
 

@@ -222,7 +222,7 @@ def questions(conv: common.Conversation) -> tuple[list[dict[str, Any]], dict[str
 def provenance_map(account_id: Any) -> dict[str, set[str]]:
     """knowledge id -> dia_ids of its source messages (KnowledgeSource -> Message)."""
     from knowledge.models import KnowledgeSource
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     out: dict[str, set[str]] = defaultdict(set)
     with account_context(account_id):
@@ -242,8 +242,8 @@ def searchable_coverage(account_id: Any, convs: list[common.Conversation],
 
     from knowledge.models import KnowledgeSource
     from knowledge.selectors import visible_knowledge
-    from memhouse.principal import internal_reader
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import internal_reader
+    from memhouse.core.tenancy import account_context
 
     reader = internal_reader(account_id)
     with account_context(account_id):
@@ -284,8 +284,8 @@ def run_profiles(account_id: Any, convs: list[common.Conversation],
     """Search every question with each profile and score it. With `captured`, also keep
     each search's per-strategy lists and returned ids (for the cross-validation grid)."""
     from knowledge.models import Scope
-    from memhouse.principal import internal_reader
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import internal_reader
+    from memhouse.core.tenancy import account_context
     from retrieval import engine
     from retrieval.embedding import query_cache
     from retrieval.profiles import BASE_PROFILES
@@ -407,8 +407,8 @@ def capture_pass(account_id: Any, convs: list[common.Conversation],
                  qs: dict[str, list[dict[str, Any]]], profile: Any) -> list[Captured]:
     """Every question searched once with `profile` (limit 20), lists kept."""
     from knowledge.models import Scope
-    from memhouse.principal import internal_reader
-    from memhouse.tenancy import account_context
+    from memhouse.core.principal import internal_reader
+    from memhouse.core.tenancy import account_context
     from retrieval import engine
 
     reader = internal_reader(account_id)
@@ -821,7 +821,7 @@ class Scale:
     # --- setup ----------------------------------------------------------------------
     def setup(self) -> None:
         from knowledge import services
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
         from retrieval.embedding import get_embedder
         from retrieval.vectors import index_name, message_index_name, space_ensure
 
@@ -896,7 +896,7 @@ class Scale:
         from pgvector.psycopg import register_vector
 
         from knowledge.models import Knowledge
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
 
         fields = [f for f in Knowledge._meta.concrete_fields]
         cols = [str(f.column) for f in fields]
@@ -1081,7 +1081,7 @@ class Scale:
         with connection.cursor() as cur:
             cur.execute("SET maintenance_work_mem = '6GB'")
             cur.execute("SET max_parallel_maintenance_workers = 1")
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
         from retrieval.vectors import space_ensure
 
         with account_context(self.target[0]):
@@ -1114,7 +1114,7 @@ class Scale:
 
     # --- measuring ------------------------------------------------------------------
     def measure(self, size: int, info: dict[str, Any]) -> dict[str, Any]:
-        from memhouse.principal import Reader, internal_reader
+        from memhouse.core.principal import Reader, internal_reader
 
         account_id, _ = self.target
         out = {**info, **self._measure_reader(size, internal_reader(account_id))}
@@ -1137,7 +1137,7 @@ class Scale:
                         ) -> dict[str, Any]:
         from knowledge.ingest.dates import named_times
         from knowledge.models import Scope
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
         from retrieval import engine
         from retrieval.embedding import query_cache
         from retrieval.profiles import BASE_PROFILES
@@ -1202,8 +1202,8 @@ class Scale:
 
         from knowledge.models import Scope
         from knowledge.selectors import scope_ancestors
-        from memhouse.principal import internal_reader
-        from memhouse.tenancy import account_context
+        from memhouse.core.principal import internal_reader
+        from memhouse.core.tenancy import account_context
         from retrieval import engine
         from retrieval.lexical import analyze
         from retrieval.profiles import BASE_PROFILES
@@ -1447,7 +1447,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": {
             "database": dbname, "kept_database": args.keep_db,
             "limit": 20, "ks": list(KS), "profiles": args.profiles.split(","),
-            "reader": "memhouse.principal.internal_reader (posture internal)",
+            "reader": "memhouse.core.principal.internal_reader (posture internal)",
             "embedder": get_embedder().identity.key,
             "query_prefix": settings.MEMHOUSE_EMBEDDING_QUERY_PREFIX,
             "strategy_allowlist": settings.MEMHOUSE_STRATEGY_ALLOWLIST,

@@ -40,8 +40,8 @@ from knowledge.models import (
     Scope,
 )
 from knowledge.selectors import scope_ancestors, sensitivity_q
-from memhouse.errors import NotFound
-from memhouse.principal import Principal, Reader, ancestor_paths
+from memhouse.core.errors import NotFound
+from memhouse.core.principal import Principal, Reader, ancestor_paths
 
 COUNT_CAP = gov.MAX_LIMIT
 AUDIT_PAGE_SIZE = 50

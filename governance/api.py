@@ -19,9 +19,9 @@ from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
 from knowledge.presenters import iso as _ts
 from knowledge.presenters import knowledge_out
-from memhouse.errors import ApplicationError
-from memhouse.permissions import IsHuman, IsHumanCurator
-from memhouse.principal import Principal, principal_of
+from memhouse.core.errors import ApplicationError
+from memhouse.core.permissions import IsHuman, IsHumanCurator
+from memhouse.core.principal import Principal, principal_of
 
 
 class IsAccountAdmin(BasePermission):

@@ -82,7 +82,7 @@ from knowledge.models import (
     Session,
     UsageEntry,
 )
-from memhouse.tenancy import set_account
+from memhouse.core.tenancy import set_account
 
 FORMAT = "memhouse.account-archive"
 VERSION = 1
@@ -132,7 +132,7 @@ def well_known_keys() -> list[SigningKey]:
 
 
 def generated_key_path() -> Path:
-    from memhouse.embedded_db import default_data_dir
+    from memhouse.core.embedded_db import default_data_dir
 
     return Path(getattr(settings, "DATA_DIR", None) or default_data_dir()) / GENERATED_KEY_FILE
 

@@ -141,13 +141,13 @@ def target(alias: str = "default") -> Target:
                       user=unquote(parsed.username or ""),
                       password=unquote(parsed.password or ""),
                       dbname=str(cfg["NAME"]), app_role=str(cfg["USER"]))
-    from memhouse.env import env_str
+    from memhouse.core.env import env_str
 
     if env_str("DATABASE_URL"):
         raise BackupError(
             "with DATABASE_URL, backup and restore need MEMHOUSE_BACKUP_DATABASE_URL: a role "
             "that bypasses row-level security (a superuser or a BYPASSRLS role)")
-    from memhouse import embedded_db
+    from memhouse.core import embedded_db
 
     db = embedded_db.ensure_embedded(settings.DATA_DIR)
     return Target(host=db.host, port=str(db.port), user=db.superuser, password="",
@@ -410,7 +410,7 @@ def restore_backup(src_dir: str | Path, *, force: bool = False, progress: Progre
             f"{t} {got} != {want}" for t, (got, want) in sorted(wrong.items())))
     progress(f"  {len(counts)} tables, {sum(counts.values())} rows: counts match the manifest")
     audit_entries = 0
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     for account_id, (seq, digest) in manifest["audit_heads"].items():
         with account_context(uuid.UUID(account_id)):
@@ -449,7 +449,7 @@ def rebuild_derived(*, progress: Progress = print) -> dict[str, int]:
 
     from governance.archive import _rechunk
     from knowledge.accounts import list_account_ids
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     chunks = 0
     for account_id in list_account_ids():

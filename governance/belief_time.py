@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from knowledge.models import Knowledge, Scope
-from memhouse.principal import ancestor_paths
+from memhouse.core.principal import ancestor_paths
 
 SETTING_KEY = "belief_time"
 

@@ -39,7 +39,7 @@ from knowledge.models import (
     Message,
     Peer,
 )
-from memhouse.errors import ApplicationError, NotFound
+from memhouse.core.errors import ApplicationError, NotFound
 
 REASON = "f4_source_erased"
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge, Peer
-from memhouse.errors import ApplicationError
+from memhouse.core.errors import ApplicationError
 
 V, Q_ = Validation.Status, PeerQuestion.Status
 VALIDATION_EDGES: dict[str, frozenset[str]] = {

@@ -23,8 +23,8 @@ from governance.models import PeerQuestion, Validation
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Peer, Scope
 from knowledge.presenters import decode_cursor, encode_cursor
-from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal, path_within
+from memhouse.core.errors import ApplicationError, NotFound
+from memhouse.core.principal import Principal, path_within
 
 QUEUE_STATES = (lifecycle.HELD, lifecycle.CONTESTED)
 # What a curator may decide on or promote: curator-visible states (provisional is not).

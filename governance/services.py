@@ -26,8 +26,8 @@ from knowledge import audit, lifecycle
 from knowledge.lifecycle import ActorLike, as_actor, drop_derived_rows, transition
 from knowledge.models import Knowledge, Peer, Scope
 from knowledge.services import scope_setting_write
-from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import ancestor_paths
+from memhouse.core.errors import ApplicationError, NotFound
+from memhouse.core.principal import ancestor_paths
 
 CONSENT_WINDOW = timedelta(days=30)
 REVALIDATION_WINDOW = timedelta(days=14)

@@ -156,7 +156,7 @@ def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
     aside. A version that then raises is set aside like a poison message."""
     from knowledge.accounts import list_account_ids
     from knowledge.models import DocumentVersion, Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     queued = 0

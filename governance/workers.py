@@ -6,7 +6,7 @@ Every worker enters the Account explicitly (`account_context`), claims its rows 
 redelivered or concurrent run finds nothing left to do: running a worker twice changes
 nothing the second time.
 
-Cadences (memhouse/celery_schedule.py): expiry hourly, revalidation hourly, dream-time
+Cadences (memhouse/core/celery_schedule.py): expiry hourly, revalidation hourly, dream-time
 (overdue reviews, unanswered questions, entities, consolidation, deduction) nightly.
 """
 
@@ -32,8 +32,8 @@ from knowledge import lifecycle
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation
 from knowledge.prompts import prompt_identity
-from memhouse.principal import Actor
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Actor
+from memhouse.core.tenancy import account_context
 
 log = logging.getLogger(__name__)
 
@@ -528,14 +528,14 @@ def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, An
     Only with a configured generation provider: with none it does nothing and says so.
     A failing provider leaves the group for the next run and invents nothing. The model
     call holds no database connection; each group is written in its own transaction."""
-    from memhouse.llm import get_provider
+    from memhouse.core.llm import get_provider
 
     provider = provider if provider is not None else get_provider()
     if provider is None:
         return DeductionResult("skipped", reason="no generation provider is configured; "
                                                  "deduction needs one").as_dict()
     result = DeductionResult("ok", provider=getattr(provider, "name", "provider"))
-    from memhouse.metering import metering
+    from memhouse.core.metering import metering
 
     with metering(account_id):  # the provider bills each call to this Account
         _deduce_groups(account_id, provider, result)
@@ -544,7 +544,7 @@ def deduce(account_id: uuid.UUID | str, *, provider: Any = None) -> dict[str, An
 
 def _deduce_groups(account_id: uuid.UUID | str, provider: Any, result: DeductionResult
                    ) -> None:
-    from memhouse.llm import ProviderError
+    from memhouse.core.llm import ProviderError
 
     for group in _deduction_groups(account_id):
         result.groups += 1

@@ -1,5 +1,5 @@
 """Operator-side enumeration of Accounts: beat workers and commands list them, then enter
-each one (memhouse.tenancy.account_context). Not a selector: it reads across Accounts,
+each one (memhouse.core.tenancy.account_context). Not a selector: it reads across Accounts,
 through the narrow lookup the row-level security policies allow for exactly this."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from django.db import transaction
 
 from knowledge.models import Account
-from memhouse.tenancy import ACCOUNT_SCAN_SETTING, narrow_lookup
+from memhouse.core.tenancy import ACCOUNT_SCAN_SETTING, narrow_lookup
 
 
 def list_account_ids() -> list[uuid.UUID]:

@@ -22,10 +22,10 @@ from rest_framework.views import APIView
 from knowledge import people, scope_relations, services, usage
 from knowledge.credentials import principal_for_user
 from knowledge.selectors import DOCUMENTS_DEFAULT_LIMIT, DOCUMENTS_MAX_LIMIT
-from memhouse.errors import ApplicationError, error_response
-from memhouse.fields import AwareDateTimeField, is_naive
-from memhouse.permissions import IsHuman, IsHumanAdmin
-from memhouse.principal import principal_of
+from memhouse.core.errors import ApplicationError, error_response
+from memhouse.core.fields import AwareDateTimeField, is_naive
+from memhouse.core.permissions import IsHuman, IsHumanAdmin
+from memhouse.core.principal import principal_of
 
 
 def _sign_in_check(request: Request, username: str, password: str
@@ -387,7 +387,7 @@ class MessageInSerializer(serializers.Serializer):
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         from django.conf import settings
 
-        from memhouse.parsers import json_depth_exceeds
+        from memhouse.core.parsers import json_depth_exceeds
 
         depth = settings.MEMHOUSE_MAX_METADATA_DEPTH
         if json_depth_exceeds(value, depth):  # checked first: the walk below recurses
@@ -450,7 +450,7 @@ def _poll_until_done(account_id: uuid.UUID, pending: Callable[[], int], *,
     """Poll `pending` (how many of the stored sources the pipeline has neither processed
     nor set aside), each time in a short transaction of its own, until it is 0 or the
     deadline passes."""
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     delay = _POLL_FIRST
     while True:
@@ -601,7 +601,7 @@ class MessagesIngestApi(_WaitingWriteApi):
         deadline passes, then add each message's outcome for the peer it speaks as."""
         from knowledge import selectors
         from knowledge.models import Message
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
 
         ids = [uuid.UUID(m["id"]) for m in body["messages"]]
         _poll_until_done(p.account_id, lambda: selectors.messages_pending(
@@ -728,7 +728,7 @@ class _DocumentWriteApi(_WaitingWriteApi):
         reads public statements only)."""
         from knowledge import selectors
         from knowledge.models import DocumentVersion
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
 
         vid = body["version_id"]
         _poll_until_done(p.account_id, lambda: selectors.versions_pending(

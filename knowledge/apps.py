@@ -7,7 +7,7 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from knowledge.lifecycle import TransitionError
-        from memhouse.errors import register_error
+        from memhouse.core.errors import register_error
 
         # An edge the lifecycle refuses is the caller's conflict with the current state.
         register_error(TransitionError, lambda exc: (exc.code, str(exc), 409))

@@ -17,8 +17,8 @@ from django.utils import timezone
 from rest_framework import exceptions
 
 from knowledge.models import Credential, Peer
-from memhouse.principal import Principal, narrow_scopes
-from memhouse.tenancy import (
+from memhouse.core.principal import Principal, narrow_scopes
+from memhouse.core.tenancy import (
     AUTH_USER_SETTING,
     CREDENTIAL_PREFIX_SETTING,
     narrow_lookup,

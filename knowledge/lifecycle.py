@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Union
 from django.db import connection, transaction
 from django.utils import timezone
 
-from memhouse.principal import Actor
+from memhouse.core.principal import Actor
 
 if TYPE_CHECKING:
     from knowledge.models import Peer

@@ -40,9 +40,9 @@ from django.utils import timezone
 from knowledge import audit, services
 from knowledge.credentials import hash_secret, split_key
 from knowledge.models import AuditEntry, Credential, Peer, Scope
-from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal, path_within
-from memhouse.tenancy import CREDENTIAL_PREFIX_SETTING, narrow_lookup, set_account
+from memhouse.core.errors import ApplicationError, NotFound
+from memhouse.core.principal import Principal, path_within
+from memhouse.core.tenancy import CREDENTIAL_PREFIX_SETTING, narrow_lookup, set_account
 
 ROLES: dict[str, tuple[bool, bool]] = {
     "member": (False, False), "curator": (True, False), "admin": (True, True)}

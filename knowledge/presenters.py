@@ -12,7 +12,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from knowledge.models import Knowledge
-from memhouse.errors import ApplicationError
+from memhouse.core.errors import ApplicationError
 
 
 def encode_cursor(at: datetime, pk: uuid.UUID) -> str:

@@ -20,8 +20,8 @@ from django.db.models import Q
 
 from knowledge import audit
 from knowledge.models import Scope, ScopeRelation
-from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal, Reader
+from memhouse.core.errors import ApplicationError, NotFound
+from memhouse.core.principal import Principal, Reader
 
 # Links a read may follow out of its scopes, oldest first: bounds the work relation
 # expansion does however many links an administrator draws.

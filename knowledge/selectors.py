@@ -29,8 +29,8 @@ from knowledge.models import (
     Session,
 )
 from knowledge.presenters import decode_cursor, encode_cursor
-from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal, Reader, ancestor_paths
+from memhouse.core.errors import ApplicationError, NotFound
+from memhouse.core.principal import Principal, Reader, ancestor_paths
 
 
 def peer_acted_for(*, principal: Principal, peer_key: Any) -> Peer:

@@ -19,9 +19,9 @@ from knowledge import audit, lifecycle
 from knowledge.credentials import KEY_MARK, hash_secret
 from knowledge.lifecycle import transition
 from knowledge.models import Account, Credential, Knowledge, KnowledgeSource, Peer, Scope
-from memhouse.errors import ApplicationError
-from memhouse.principal import ancestor_paths
-from memhouse.tenancy import set_account
+from memhouse.core.errors import ApplicationError
+from memhouse.core.principal import ancestor_paths
+from memhouse.core.tenancy import set_account
 
 SYSTEM = "system:memhouse"
 

@@ -19,10 +19,15 @@ from django.utils import timezone
 from rest_framework.exceptions import Throttled
 
 from knowledge.models import UsageEntry
-from memhouse.errors import ApplicationError
-from memhouse.metering import Meter
-from memhouse.principal import Principal
-from memhouse.tenancy import ACCOUNT_SETTING, account_context, current_account_id, narrow_lookup
+from memhouse.core.errors import ApplicationError
+from memhouse.core.metering import Meter
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import (
+    ACCOUNT_SETTING,
+    account_context,
+    current_account_id,
+    narrow_lookup,
+)
 
 
 def record(principal: Principal, kind: str, units: int = 1) -> None:

@@ -9,7 +9,7 @@ class MemhouseConfig(AppConfig):
 
     def ready(self) -> None:
         from memhouse import checks  # noqa: F401  (registers the deploy system checks)
-        from memhouse.metering import register_model_call_recorder
+        from memhouse.core.metering import register_model_call_recorder
         from memhouse.usage import record_model_call
 
         register_model_call_recorder(record_model_call)

@@ -3,8 +3,8 @@
 Each class finds the credential through knowledge.credentials, which binds the request's
 transaction to its Account (the only source of tenancy: legacy `x-memhouse-account-key` /
 `account_key` inputs are ignored), and returns a Principal as `request.user`. The
-permissions and `principal_of` that views use live in the ground (memhouse.permissions,
-memhouse.principal), so no app imports this module.
+permissions and `principal_of` that views use live in the ground (memhouse.core.permissions,
+memhouse.core.principal), so no app imports this module.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.db import transaction
 from rest_framework import authentication, exceptions
 
 from knowledge.credentials import principal_for_key, principal_for_user
-from memhouse.principal import Principal
+from memhouse.core.principal import Principal
 
 
 class _NeedsTransaction:

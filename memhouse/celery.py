@@ -36,7 +36,7 @@ app = Celery("memhouse")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-from memhouse.celery_schedule import BEAT_SCHEDULE  # noqa: E402
+from memhouse.core.celery_schedule import BEAT_SCHEDULE  # noqa: E402
 from memhouse.observability import (  # noqa: E402
     BEAT_HEARTBEAT_KEY,
     ENQUEUED_HEADER,
@@ -118,7 +118,7 @@ def on_task_start(task_id: str | None = None, task: Any = None, args: Any = None
     if account and task_id:
         import uuid
 
-        from memhouse.metering import enter_meter
+        from memhouse.core.metering import enter_meter
 
         try:
             uuid.UUID(account)
@@ -131,7 +131,7 @@ def on_task_start(task_id: str | None = None, task: Any = None, args: Any = None
 def on_task_end(task_id: str | None = None, **_: Any) -> None:
     token = _meter_tokens.pop(task_id or "", None)
     if token is not None:
-        from memhouse.metering import leave_meter
+        from memhouse.core.metering import leave_meter
 
         with contextlib.suppress(ValueError):  # set in another context: nothing to restore
             leave_meter(token)
@@ -140,7 +140,7 @@ def on_task_end(task_id: str | None = None, **_: Any) -> None:
 # --- beat heartbeat --------------------------------------------------------------------
 
 def heartbeat_file() -> Path:
-    from memhouse.env import env_str
+    from memhouse.core.env import env_str
 
     return Path(env_str("MEMHOUSE_BEAT_HEARTBEAT_FILE", "/tmp/memhouse-beat-heartbeat"))
 

@@ -62,10 +62,10 @@ def _embedder() -> str:
 
 def _llm() -> tuple[str, str | None]:
     """The generation provider: ``not_used`` without one; else whether it takes
-    structured output, and in which form (memhouse.llm.readiness probes it, cached)."""
+    structured output, and in which form (memhouse.core.llm.readiness probes it, cached)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from memhouse.llm import OpenAICompatibleProvider, get_provider, readiness
+    from memhouse.core.llm import OpenAICompatibleProvider, get_provider, readiness
 
     try:
         provider = get_provider()
@@ -88,7 +88,7 @@ def _beat() -> dict[str, object]:
     API serves without it."""
     import time
 
-    from memhouse.celery_schedule import beat_report
+    from memhouse.core.celery_schedule import beat_report
 
     report = beat_report()
     last = report.pop("last_tick_epoch", None)

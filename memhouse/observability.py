@@ -194,7 +194,7 @@ def _refresh_gauges() -> None:
 
     from knowledge.accounts import list_account_ids
     from knowledge.models import Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     oldest = None
     dead = 0

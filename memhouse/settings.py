@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from memhouse.env import env_bool, env_float, env_int, env_list, env_str
+from memhouse.core.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -47,8 +47,8 @@ MIDDLEWARE = [
     "memhouse.transport.AutoTransportSecurityMiddleware",
     # /static/ from STATIC_ROOT in every served mode (serve, gunicorn), before the rest.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "memhouse.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
-    "memhouse.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
+    "memhouse.core.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
+    "memhouse.core.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -83,9 +83,9 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_LOCKOUT_CALLABLE = "memhouse.authentication.lockout_response"
 # Behind N reverse proxies the client is the Nth X-Forwarded-For entry from the right
-# (memhouse/client_ip.py); 0 means the header is never trusted.
+# (memhouse/core/client_ip.py); 0 means the header is never trusted.
 MEMHOUSE_TRUSTED_PROXY_COUNT = env_int("MEMHOUSE_TRUSTED_PROXY_COUNT", 0, minimum=0)
-AXES_CLIENT_IP_CALLABLE = "memhouse.client_ip.client_ip"
+AXES_CLIENT_IP_CALLABLE = "memhouse.core.client_ip.client_ip"
 AXES_ENABLED = env_bool("MEMHOUSE_LOGIN_THROTTLING", True)
 AXES_VERBOSE = False
 
@@ -134,7 +134,7 @@ _database_url = env_str("DATABASE_URL")
 if _database_url:
     _default_db = _database_from_url(_database_url)
 else:
-    from memhouse.embedded_db import database_settings
+    from memhouse.core.embedded_db import database_settings
 
     _default_db = database_settings(DATA_DIR)
 
@@ -167,7 +167,7 @@ API_TOKEN_TTL_SECONDS = env_int("MEMHOUSE_API_TOKEN_TTL_SECONDS", 3600, minimum=
 MEMHOUSE_INVITATION_TTL_HOURS = env_int("MEMHOUSE_INVITATION_TTL_HOURS", 72, minimum=1)
 # Where people reach the console (e.g. https://memory.example.com), for links made
 # outside a request: `manage.py people ... --invite`. Unset: the address the last
-# `manage.py serve` on this data directory served (memhouse/served_url.py).
+# `manage.py serve` on this data directory served (memhouse/core/served_url.py).
 MEMHOUSE_PUBLIC_URL = env_str("MEMHOUSE_PUBLIC_URL", "").rstrip("/")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
@@ -218,12 +218,12 @@ REST_FRAMEWORK = {
         "memhouse.authentication.ApiKeyAuthentication",
         "memhouse.authentication.ConsoleSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["memhouse.permissions.IsAccountMember"],
-    "EXCEPTION_HANDLER": "memhouse.errors.exception_handler",
+    "DEFAULT_PERMISSION_CLASSES": ["memhouse.core.permissions.IsAccountMember"],
+    "EXCEPTION_HANDLER": "memhouse.core.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # DRF's JSON parser with a nesting limit: deep nesting is a 400, never a RecursionError.
-    "DEFAULT_PARSER_CLASSES": ["memhouse.parsers.DepthLimitedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memhouse.core.parsers.DepthLimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "memhouse.schema.MemhouseAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["memhouse.usage.CredentialRateThrottle"],
 }
@@ -289,7 +289,7 @@ CELERY_TASK_ROUTES = {task: {"queue": queue}
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("MEMHOUSE_CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1),
 }
-# `manage.py serve` runs the beat schedule (memhouse/celery_schedule.py) in-process; false
+# `manage.py serve` runs the beat schedule (memhouse/core/celery_schedule.py) in-process; false
 # (or `serve --no-beat`) for a deployment that runs `celery -A memhouse beat` instead.
 MEMHOUSE_SERVE_BEAT = env_bool("MEMHOUSE_SERVE_BEAT", True)
 

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memhouse import health
-from memhouse.mcp_http import mcp_endpoint
+from memhouse.mcp.http import mcp_endpoint
 from memhouse.observability import metrics_view
 
 urlpatterns = [
@@ -19,12 +19,12 @@ urlpatterns = [
         SpectacularSwaggerSplitView.as_view(url_name="schema", authentication_classes=[],
                                             permission_classes=[])), name="api-docs"),
     path("console/", include("console.urls")),
-    path("mcp/", mcp_endpoint, name="mcp"),  # MCP over Streamable HTTP (memhouse.mcp_http)
+    path("mcp/", mcp_endpoint, name="mcp"),  # MCP over Streamable HTTP (memhouse.mcp.http)
     path("mcp", mcp_endpoint),  # the same, for clients configured without the slash
 ]
 
-# Unknown /api/ paths and last-resort errors in the API's one error shape (memhouse.errors).
-handler400 = "memhouse.errors.bad_request"
-handler403 = "memhouse.errors.permission_denied"
-handler404 = "memhouse.errors.page_not_found"
-handler500 = "memhouse.errors.server_error"
+# Unknown /api/ paths and last-resort errors in the API's one error shape (memhouse.core.errors).
+handler400 = "memhouse.core.errors.bad_request"
+handler403 = "memhouse.core.errors.permission_denied"
+handler404 = "memhouse.core.errors.page_not_found"
+handler500 = "memhouse.core.errors.server_error"

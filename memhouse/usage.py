@@ -1,5 +1,5 @@
 """Metering wiring: per-peer and per-Account rate limits, the request's billing scope, and the
-recorder behind the ground's model-call hook (memhouse.metering).
+recorder behind the ground's model-call hook (memhouse.core.metering).
 
 The durable ledger and its one writer live with the UsageEntry model (knowledge.usage);
 views call it there. Rate counters are deliberately *not* transactional: a refused or
@@ -8,9 +8,9 @@ Redis (atomic INCR with a window expiry) and fall back to a per-process counter 
 Redis does not answer (the single-process embedded default).
 
 Generation-model calls are metered where they are made, in the one provider interface:
-:mod:`memhouse.llm` calls the ground's hook for every call, whatever its outcome, and
+:mod:`memhouse.core.llm` calls the ground's hook for every call, whatever its outcome, and
 memhouse.apps registers :func:`record_model_call` behind it. Who a call is billed to is
-decided by :func:`memhouse.metering.current_meter`; a call with nobody to bill is counted
+decided by :func:`memhouse.core.metering.current_meter`; a call with nobody to bill is counted
 in ``memhouse_model_calls_unattributed_total`` and logged, never silently dropped.
 """
 
@@ -26,8 +26,8 @@ from rest_framework.throttling import BaseThrottle
 
 from knowledge.usage import write_model_call
 from memhouse import observability as obs
-from memhouse.metering import bind_request_principal, current_meter, request_scope
-from memhouse.principal import Principal
+from memhouse.core.metering import bind_request_principal, current_meter, request_scope
+from memhouse.core.principal import Principal
 
 log = logging.getLogger(__name__)
 WINDOW_SECONDS = 60

@@ -9,9 +9,9 @@ from rest_framework.views import APIView
 
 from knowledge import usage
 from knowledge.selectors import reader_for, scope_for_read
-from memhouse.errors import ApplicationError
-from memhouse.fields import AwareDateTimeField
-from memhouse.principal import principal_of
+from memhouse.core.errors import ApplicationError
+from memhouse.core.fields import AwareDateTimeField
+from memhouse.core.principal import principal_of
 from retrieval import engine
 from retrieval.metrics import record_search
 from retrieval.profiles import resolve_profile, with_deadline

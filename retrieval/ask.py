@@ -67,8 +67,8 @@ from django.utils import timezone
 
 from knowledge.models import Scope
 from knowledge.selectors import scope_ancestors, visible_knowledge
-from memhouse.llm import ChatProvider, ProviderError, get_provider
-from memhouse.principal import Reader
+from memhouse.core.llm import ChatProvider, ProviderError, get_provider
+from memhouse.core.principal import Reader
 from retrieval import conflicts, engine, source_recall
 from retrieval import evidence as evidence_mod
 from retrieval.lexical import analyze
@@ -567,7 +567,7 @@ def _assemble(base: list[Evidence], found: list[Evidence], retain: int, ceiling:
 
 def ask(*, reader: Reader, scope: Scope, query: str, profile: Profile,
         effort: str | None = None, include_source_recall: bool = False) -> dict[str, Any]:
-    from memhouse.metering import metering
+    from memhouse.core.metering import metering
 
     # The provider bills each planner and answer call (to the API credential if any).
     with metering(reader.account_id, prefer_request=True):

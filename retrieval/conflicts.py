@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from knowledge.models import Relation
 from knowledge.selectors import readable_scopes_q, visible_knowledge
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 
 T = TypeVar("T")
 FIELD = "possibly_outdated"

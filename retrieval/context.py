@@ -34,7 +34,7 @@ from typing import Any
 
 from knowledge.models import Peer, Scope, Session
 from knowledge.selectors import scope_ancestors
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 from retrieval import conflicts, engine, entity_cards, evidence
 from retrieval.lexical import analyze, normalize_term
 from retrieval.profiles import resolve_profile

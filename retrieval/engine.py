@@ -34,8 +34,8 @@ from django.utils import timezone
 from knowledge.models import Scope
 from knowledge.scope_relations import linked_scopes
 from knowledge.selectors import scope_chain, visible_knowledge
-from memhouse.principal import Reader
-from memhouse.tenancy import set_account
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import set_account
 from retrieval import conflicts, evidence, fusion
 from retrieval import rerank as reranker
 from retrieval.lexical import ANALYZER_VERSION, analyze

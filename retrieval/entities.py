@@ -39,7 +39,7 @@ from django.db.models import Count, OuterRef, Subquery
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Peer
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.models import Entity, EntityMention
 
 __all__ = [

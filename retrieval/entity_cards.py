@@ -34,7 +34,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 from retrieval.entities import (
     CONF_DESCRIPTION,
     AliasMap,

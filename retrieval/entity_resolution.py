@@ -15,7 +15,7 @@ the other names of one thing - "Dana", "Dana R." and "our copy lead" - in three 
      nearest other entities at cosine >= EMBEDDING_FLOOR, skipping names mostly mentioned
      in the same statements (named together, so alike for that reason alone). The floor
      and the caps bound the model's work; they decide nothing, because:
-2. **A model confirms every pair** (``memhouse.llm`` provider, strict JSON schema, metered
+2. **A model confirms every pair** (``memhouse.core.llm`` provider, strict JSON schema, metered
    to the Account, each call bounded by CALL_SECONDS). Each verdict is cached in
    EntityJudgement under a digest of (scope, both keys), so a pair is asked about once.
    Without a provider no pair is asked; only verdicts a model already gave are used, so a
@@ -52,7 +52,7 @@ from typing import Any
 
 from django.db import connection
 
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.entities import CONF_DESCRIPTION, EXCLUDED_STATES, _lock_index
 from retrieval.models import Entity, EntityJudgement, EntityLink, EntityMention
 
@@ -346,7 +346,7 @@ def _prompt(pairs: Sequence[Candidate], contexts: Mapping[str, list[str]],
 def _ask(provider: Any, pairs: Sequence[Candidate], contexts: Mapping[str, list[str]],
          surfaces: Mapping[str, str]) -> tuple[dict[tuple[str, str], bool], int]:
     """Verdicts for `pairs` (no connection held); returns (verdicts, failed calls)."""
-    from memhouse.llm import ProviderError
+    from memhouse.core.llm import ProviderError
 
     verdicts: dict[tuple[str, str], bool] = {}
     failed = 0
@@ -402,8 +402,8 @@ def resolve_entities(account_id: uuid.UUID | str,
     `scope_ids` is None). `provider` defaults to the configured one (None: no model);
     ``ask=False`` uses cached verdicts only (an operator rebuild). Every model call is
     billed to the Account. Returns counts only."""
-    from memhouse.llm import get_provider
-    from memhouse.metering import metering
+    from memhouse.core.llm import get_provider
+    from memhouse.core.metering import metering
 
     account_id = uuid.UUID(str(account_id))
     if provider == "configured":

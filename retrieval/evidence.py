@@ -39,7 +39,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from knowledge.models import Knowledge, KnowledgeSource, Message
 from knowledge.selectors import visible_messages
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS, normalize_term
 
 # States whose material must not come back through an excerpt of their source.

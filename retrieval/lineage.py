@@ -40,8 +40,8 @@ from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Messag
 from knowledge.prompts import operation_of
 from knowledge.selectors import sensitivity_q, visible_knowledge
 from knowledge.selectors import visible_messages as _visible_messages
-from memhouse.errors import NotFound
-from memhouse.principal import Reader
+from memhouse.core.errors import NotFound
+from memhouse.core.principal import Reader
 from retrieval.stable_profile import readable_scope_ids
 
 MAX_DEPTH = 4

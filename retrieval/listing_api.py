@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from knowledge import presenters, selectors
 from knowledge.models import Knowledge
-from memhouse.principal import Principal, Reader, principal_of
+from memhouse.core.principal import Principal, Reader, principal_of
 from retrieval import conflicts
 
 

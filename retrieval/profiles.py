@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
-from memhouse.errors import ApplicationError
+from memhouse.core.errors import ApplicationError
 
 ALL_STRATEGIES = ("semantic", "lexical", "temporal", "salience_recency", "entity_match",
                   "relation_expand")

@@ -56,8 +56,8 @@ from django.utils import timezone
 from knowledge import lifecycle
 from knowledge.models import Knowledge, KnowledgeSource
 from knowledge.selectors import lifecycle_q, sensitivity_q, visible_knowledge
-from memhouse.principal import Reader, internal_reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Reader, internal_reader
+from memhouse.core.tenancy import account_context
 from retrieval.models import Projection, ProjectionSource
 
 log = logging.getLogger(__name__)

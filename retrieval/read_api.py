@@ -16,8 +16,8 @@ from rest_framework.views import APIView
 
 from knowledge import usage
 from knowledge.selectors import reader_for, scope_for_read, session_for_read
-from memhouse.errors import ApplicationError
-from memhouse.principal import principal_of
+from memhouse.core.errors import ApplicationError
+from memhouse.core.principal import principal_of
 from retrieval import context as context_mod
 from retrieval import lineage as lineage_mod
 from retrieval.api import refuse_strategy_override

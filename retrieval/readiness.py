@@ -32,7 +32,7 @@ from knowledge import lifecycle
 from knowledge.models import Knowledge, Peer, Scope
 from knowledge.presenters import iso
 from knowledge.selectors import scope_ancestors, sensitivity_q
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 from retrieval.models import Projection, ProjectionSource
 from retrieval.projections import SHARED_STATES, SUBJECT_STATES, shareable_q
 

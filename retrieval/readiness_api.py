@@ -18,8 +18,8 @@ from rest_framework.views import APIView
 
 from knowledge import selectors
 from knowledge.models import Peer
-from memhouse.errors import ApplicationError
-from memhouse.principal import principal_of
+from memhouse.core.errors import ApplicationError
+from memhouse.core.principal import principal_of
 from retrieval.readiness import readiness
 
 

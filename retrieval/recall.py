@@ -25,7 +25,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from knowledge import lifecycle
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.models import EmbeddingSpace, KnowledgeVector, RecallDocument
 from retrieval.strategies.semantic import DERIVED_EXTRACTORS
 

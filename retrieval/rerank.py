@@ -42,7 +42,7 @@ Status, reported in the search response's ``rerank`` (``reranker`` = ``model`` o
   (fewer than two statements to order) or ``deadline`` (the request's deadline left an
   allowance under MIN_ALLOWANCE_MS; nothing was reserved, retrieval.engine).
 
-The provider meters its call itself (``memhouse.llm``), under the schema name
+The provider meters its call itself (``memhouse.core.llm``), under the schema name
 ``search_rerank_v1``, billed to the request's credential or the metering block around it.
 """
 
@@ -62,8 +62,8 @@ from typing import Any
 import numpy as np
 
 from knowledge.selectors import visible_knowledge
-from memhouse.llm import ChatProvider, ProviderError, get_provider
-from memhouse.principal import Reader
+from memhouse.core.llm import ChatProvider, ProviderError, get_provider
+from memhouse.core.principal import Reader
 from retrieval.fusion import FusedCandidate
 from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS
 

@@ -24,7 +24,7 @@ from django.db import connection
 from django.db.models import F
 
 from knowledge.models import Message
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 from retrieval import engine
 from retrieval.lexical import analyze
 from retrieval.lineage import visible_messages

@@ -34,7 +34,7 @@ from django.utils import timezone
 from knowledge import lifecycle
 from knowledge.models import Knowledge, KnowledgeSource, Peer, Relation, Scope
 from knowledge.selectors import scope_chain, visible_knowledge
-from memhouse.principal import Reader, ancestor_paths
+from memhouse.core.principal import Reader, ancestor_paths
 from retrieval import conflicts, evidence
 
 STABLE_KINDS = (Knowledge.Kind.FACT, Knowledge.Kind.RELATION, Knowledge.Kind.SKILL)

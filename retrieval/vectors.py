@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef
 
 from knowledge import lifecycle
 from knowledge.models import Knowledge, Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval import recall
 from retrieval.models import EmbeddingSpace, KnowledgeVector, MessageVector
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from knowledge import services
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 
 
 def pytest_configure(config: Any) -> None:
@@ -46,7 +46,7 @@ def pytest_unconfigure(config: Any) -> None:
     """A test run leaves no server behind: the embedded PostgreSQL this run started (the
     settings start it on load) is stopped, after the test database is dropped. One that
     was running before the run, or that another live process still uses, is left."""
-    from memhouse import embedded_db
+    from memhouse.core import embedded_db
 
     done = embedded_db.release()
     if done is not None and done != "stopped":

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from memhouse.llm import OpenAICompatibleProvider
+from memhouse.core.llm import OpenAICompatibleProvider
 
 __all__ = ["FakeOpenAI", "Reply", "completion", "ok", "refusal"]
 

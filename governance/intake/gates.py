@@ -26,7 +26,7 @@ from knowledge.ingest.extraction import ExtractedClaim
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Peer
 from knowledge.services import knowledge_merge_sources
-from memhouse.principal import Actor
+from memhouse.core.principal import Actor
 
 PIPELINE = Actor.system("pipeline")
 CONFIRMATION_WINDOW = timedelta(days=14)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from knowledge.ingest.extraction import ExtractedClaim
 from knowledge.ingest.named_persons import named_person
 from knowledge.models import Peer
-from memhouse.principal import Actor
+from memhouse.core.principal import Actor
 
 REGISTRATION = Actor.system("registration")
 HOLD_REASON = "f4_named_person_hold"

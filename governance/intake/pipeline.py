@@ -37,7 +37,7 @@ from knowledge.lifecycle import transition
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Peer
 from knowledge.selectors import TOO_MANY_STATEMENTS
 from knowledge.services import knowledge_merge_sources, knowledge_propose_many
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def get_extractor() -> Extractor:
     auto|llm), otherwise the model-free rule-based one."""
     choice = getattr(settings, "MEMHOUSE_EXTRACTOR", "auto")
     if choice in {"auto", "llm"}:
-        from memhouse.llm import get_provider
+        from memhouse.core.llm import get_provider
 
         provider = get_provider()
         if provider is not None:
@@ -261,7 +261,7 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
         _release_connection()
     from django.db import OperationalError
 
-    from memhouse.metering import metering
+    from memhouse.core.metering import metering
 
     extracted: dict[uuid.UUID, tuple[list[ExtractedClaim], str]] = {}
     failed: dict[str, BaseException] = {}

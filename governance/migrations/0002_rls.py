@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from memhouse.rls import protect_tables
+from memhouse.core.rls import protect_tables
 
 
 class Migration(migrations.Migration):

@@ -2,7 +2,7 @@
 
 from django.db import migrations
 
-from memhouse.rls import protect_tables
+from memhouse.core.rls import protect_tables
 
 APPEND_ONLY = """
 CREATE TRIGGER erasure_record_append_only BEFORE UPDATE OR DELETE ON memhouse_erasure_record

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from knowledge import audit
 from knowledge.models import Message
-from memhouse.errors import NotFound
-from memhouse.tenancy import account_context
+from memhouse.core.errors import NotFound
+from memhouse.core.tenancy import account_context
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Model-backed claim extraction (``llm`` / ``llm-v3``) through :class:`memhouse.llm.ChatProvider`.
+"""Model-backed claim extraction (``llm`` / ``llm-v3``) through
+:class:`memhouse.core.llm.ChatProvider`.
 
 v2 names the listener (``ObservedMessage.addressee_key``) so "you" can be resolved. v3 says
 what is not worth remembering (machine output, pings, content-free fragments) and shows
@@ -57,7 +58,7 @@ from knowledge.ingest.extraction import (
 )
 from knowledge.ingest.rule_extractor import sentence_spans
 from knowledge.ingest.sensitivity import classify_sensitivity, share_within_sentences
-from memhouse.llm import ChatProvider, ProviderError
+from memhouse.core.llm import ChatProvider, ProviderError
 
 __all__ = ["SCHEMA_NAME", "SYSTEM_PROMPT", "LLMExtractor", "claims_schema"]
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from knowledge import audit
 from knowledge.models import Document, DocumentChunk, DocumentVersion, Message, Peer, Scope, Session
-from memhouse.errors import ApplicationError
-from memhouse.principal import Actor, Principal
+from memhouse.core.errors import ApplicationError
+from memhouse.core.principal import Actor, Principal
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,7 @@ def document_create(*, principal: Principal, scope_path: str, title: str, conten
 
 
 def document_for_write(*, principal: Principal, document_id: uuid.UUID | str) -> Document:
-    from memhouse.errors import NotFound
+    from memhouse.core.errors import NotFound
 
     try:
         document = Document.objects.select_related("scope").filter(

@@ -8,7 +8,7 @@ instead of migrations. See docs/tenancy.md.
 
 from django.db import migrations
 
-from memhouse.rls import CURRENT_ACCOUNT_FN, protect_tables
+from memhouse.core.rls import CURRENT_ACCOUNT_FN, protect_tables
 
 TABLES = [
     "memhouse_scope", "memhouse_peer", "memhouse_credential", "memhouse_session",

@@ -2,7 +2,7 @@
 
 from django.db import migrations
 
-from memhouse.rls import protect_tables
+from memhouse.core.rls import protect_tables
 
 FTS_SQL = """
 ALTER TABLE memhouse_knowledge ADD COLUMN search_vector tsvector

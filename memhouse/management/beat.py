@@ -4,7 +4,7 @@ Without it a single-machine install never expires statements, never asks revalid
 questions, never decays questions or ages reviews, and never runs dream-time entity
 resolution, consolidation or deduction. :class:`InProcessBeat` runs Celery's own
 scheduler (a :class:`~celery.beat.PersistentScheduler`) over
-``memhouse.celery_schedule.BEAT_SCHEDULE``, the entries compose's `beat` service runs; it
+``memhouse.core.celery_schedule.BEAT_SCHEDULE``, the entries compose's `beat` service runs; it
 only publishes them (to serve's in-process worker, or to the configured broker's workers),
 exactly as `celery beat` would.
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from celery.beat import PersistentScheduler
 
-from memhouse.celery_schedule import BEAT_SCHEDULE, report_beat
+from memhouse.core.celery_schedule import BEAT_SCHEDULE, report_beat
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ Clock = Callable[[], datetime]
 def default_schedule_file() -> Path:
     from django.conf import settings
 
-    from memhouse.embedded_db import default_data_dir
+    from memhouse.core.embedded_db import default_data_dir
 
     return Path(settings.DATA_DIR or default_data_dir()) / SCHEDULE_FILE
 

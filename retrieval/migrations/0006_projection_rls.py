@@ -8,7 +8,7 @@ its own links with `memhouse.projection_rebuild` set on, which the trigger skips
 
 from django.db import migrations
 
-from memhouse.rls import protect_tables
+from memhouse.core.rls import protect_tables
 
 TRIGGER_SQL = """
 CREATE OR REPLACE FUNCTION memhouse_projection_source_gone() RETURNS trigger

@@ -10,7 +10,7 @@ import django.utils.timezone
 import pgvector.django.vector
 from django.db import migrations, models
 
-from memhouse.rls import protect_tables
+from memhouse.core.rls import protect_tables
 
 FTS_SQL = (
     "CREATE INDEX IF NOT EXISTS message_text_fts ON memhouse_message USING gin "

@@ -6,7 +6,7 @@ import pgvector.django.vector
 import uuid
 from django.db import migrations, models
 
-from memhouse.rls import protect_tables
+from memhouse.core.rls import protect_tables
 
 
 class Migration(migrations.Migration):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memhouse.principal import Reader
+from memhouse.core.principal import Reader
 from retrieval.lexical import LexicalQuery
 
 

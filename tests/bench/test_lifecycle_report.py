@@ -8,7 +8,7 @@ import pytest
 from bench import common
 from knowledge.lifecycle import STATES, transition
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.factories import KnowledgeFactory
 
 

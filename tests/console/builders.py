@@ -12,7 +12,7 @@ from governance import services as gov_services
 from governance.intake.gates import gate_b
 from knowledge import services
 from knowledge.models import Knowledge, Message, Peer
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 from tests.factories import walk_to
 
 HX = {"HTTP_HX_REQUEST": "true"}

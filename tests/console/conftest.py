@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from knowledge import services
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 from tests.console.browser import require_browser
 from tests.console.builders import Queue, client_for, contested, held, provisional
 

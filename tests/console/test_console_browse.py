@@ -6,7 +6,7 @@ import pytest
 
 from knowledge import audit, lifecycle, services
 from knowledge.models import Relation
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 from tests.console.builders import HX, active, held, provisional
 
 pytestmark = pytest.mark.django_db

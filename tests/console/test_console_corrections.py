@@ -11,7 +11,7 @@ import pytest
 from governance import services as gov_services
 from governance.models import Validation
 from knowledge.models import Knowledge, LifecycleEvent, Relation
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 from tests.console.builders import HX, active, contradicted, provisional, reread
 
 pytestmark = pytest.mark.django_db

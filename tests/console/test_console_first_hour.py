@@ -16,7 +16,7 @@ from django.db import connections
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.console.builders import active, held, propose, provisional
 

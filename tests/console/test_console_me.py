@@ -10,7 +10,7 @@ import pytest
 from governance import services as gov_services
 from governance.models import PeerQuestion, Validation
 from knowledge.models import LifecycleEvent
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 from tests.console.builders import HX, active, held, provisional, reread
 
 pytestmark = pytest.mark.django_db

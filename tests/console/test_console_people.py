@@ -19,7 +19,7 @@ from django.test import Client
 
 from knowledge import people, services
 from knowledge.models import AuditEntry, Peer
-from memhouse.tenancy import account_context, rebind_account_for_tests
+from memhouse.core.tenancy import account_context, rebind_account_for_tests
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.console.builders import HX, client_for
 from tests.console.test_console_e2e import DOCS_SHOTS

@@ -11,7 +11,7 @@ from governance import services as gov_services
 from governance.models import Validation
 from knowledge import services
 from knowledge.models import AuditEntry, LifecycleEvent
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.tenancy import rebind_account_for_tests
 from tests.console.builders import HX, held, reread
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ import pytest
 from django.db import connections
 
 from knowledge.lifecycle import transition
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.console.builders import HX, active, client_for
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from governance import services, workers
 from governance.models import Validation
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.console.builders import HX, active, held
 

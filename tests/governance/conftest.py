@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from knowledge import services
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import FakeOpenAI
 from tests.governance.helpers import Keys
 

@@ -10,7 +10,7 @@ import pytest
 
 from governance.models import ErasureRecord, PeerQuestion, Validation
 from knowledge.models import Knowledge, Message, Peer
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.governance.helpers import (
     active_about,
     api,

@@ -23,8 +23,8 @@ from knowledge import services as ks
 from knowledge.ingest.services import document_create, document_version_add
 from knowledge.lifecycle import transition
 from knowledge.models import Account, AuditEntry, DocumentChunk, Knowledge, Relation, Session
-from memhouse.principal import Principal
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import account_context
 from retrieval.models import KnowledgeVector
 from tests.governance.helpers import (
     active_about,
@@ -428,7 +428,7 @@ def test_a_corrupt_truncated_or_oversized_archive_is_a_clear_error(committed_wor
 def test_an_archive_from_before_a_column_existed_imports_with_its_default(committed_world):
     from governance.archive import _columns, _decode
     from knowledge.models import Credential
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(committed_world.account.id):
         cred = Credential.objects.filter(account=committed_world.account).first()

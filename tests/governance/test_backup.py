@@ -23,8 +23,8 @@ from knowledge import audit
 from knowledge import services as ks
 from knowledge.ingest.services import document_create, document_version_add
 from knowledge.lifecycle import transition
-from memhouse.principal import Principal
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import account_context
 from retrieval import engine
 from retrieval.vectors import embed_knowledge
 from tests.governance.helpers import active_about, provisional_about

@@ -17,8 +17,8 @@ from governance.tasks import process_messages
 from knowledge import audit, lifecycle, services
 from knowledge.ingest.services import IncomingMessage, messages_ingest
 from knowledge.models import AuditEntry, Knowledge, LifecycleEvent, Message
-from memhouse.principal import Principal
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import account_context
 from retrieval.models import EntityMention, KnowledgeVector
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ import pytest
 from governance import workers
 from knowledge.models import Knowledge
 from knowledge.prompts import operation_of, prompt_identity
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import ok
 from tests.governance.helpers import active_about
 

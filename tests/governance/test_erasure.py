@@ -26,9 +26,9 @@ from knowledge.models import (
     Message,
     Peer,
 )
-from memhouse.errors import ApplicationError
-from memhouse.principal import Principal
-from memhouse.tenancy import rebind_account_for_tests
+from memhouse.core.errors import ApplicationError
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import rebind_account_for_tests
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from tests.governance.helpers import active_about, message, propose, provisional_about
 

@@ -12,7 +12,7 @@ import pytest
 
 from governance.models import PeerQuestion, Validation
 from knowledge.models import AuditEntry, Knowledge, KnowledgeSource, LifecycleEvent, Relation
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import ok
 from tests.governance.helpers import api
 

@@ -14,8 +14,8 @@ from governance.selectors import curator_queue, knowledge_about_me, knowledge_fo
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, KnowledgeSource, LifecycleEvent, Relation
 from knowledge.selectors import knowledge_for_read, reader_for
-from memhouse.errors import NotFound
-from memhouse.principal import Principal
+from memhouse.core.errors import NotFound
+from memhouse.core.principal import Principal
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from tests.governance.helpers import (
     active_about,

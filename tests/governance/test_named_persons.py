@@ -14,7 +14,7 @@ from django.utils import timezone
 from governance import workers
 from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.governance.helpers import api
 from tests.governance.test_intake_quality import post, search
 

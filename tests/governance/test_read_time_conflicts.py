@@ -16,7 +16,7 @@ import pytest
 
 from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge, Relation
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.governance.helpers import api
 from tests.governance.test_intake_quality import SCOPE, T0, post, rows
 
@@ -306,7 +306,7 @@ def test_the_helper_is_one_query_and_never_crosses_an_account(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memhouse.principal import Reader
+    from memhouse.core.principal import Reader
     from retrieval.conflicts import outdated_by
 
     old, new = _pair(live_server, keys, committed_world)

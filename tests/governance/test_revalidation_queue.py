@@ -13,7 +13,7 @@ from django.utils import timezone
 from governance import services, workers
 from governance.models import PeerQuestion, Validation
 from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.governance.helpers import active_about, api, held_scope_claim
 
 

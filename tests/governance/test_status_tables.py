@@ -9,7 +9,7 @@ import pytest
 
 from governance import questions
 from governance.models import PeerQuestion, Validation
-from memhouse.errors import ApplicationError
+from memhouse.core.errors import ApplicationError
 from tests.governance.helpers import provisional_about
 
 pytestmark = pytest.mark.django_db

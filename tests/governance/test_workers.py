@@ -12,8 +12,8 @@ from django.utils import timezone
 from governance import services, tasks, workers
 from governance.models import DeductionRun, PeerQuestion, Validation
 from knowledge.models import AuditEntry, Knowledge, LifecycleEvent, Relation
-from memhouse.celery_schedule import BEAT_SCHEDULE
-from memhouse.tenancy import account_context
+from memhouse.core.celery_schedule import BEAT_SCHEDULE
+from memhouse.core.tenancy import account_context
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from tests.fake_llm import Reply, ok
 from tests.governance.helpers import active_about, held_scope_claim, provisional_about

@@ -15,7 +15,7 @@ import pytest
 
 from knowledge import services
 from memhouse.client import MemHouseClient, PermissionDeniedError, ValidationError
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 try:  # the optional extra memhouse[agents]; CI installs it (the dev extra)
     from agents import FunctionTool

@@ -29,7 +29,7 @@ from memhouse.client import (
     TransportError,
     ValidationError,
 )
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.governance.helpers import held_scope_claim
 from tests.retrieval.test_search import corpus  # noqa: F401 - fixture
 

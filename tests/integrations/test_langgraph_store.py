@@ -15,7 +15,7 @@ import pytest
 
 from knowledge import services
 from memhouse.client import MemHouseClient, PermissionDeniedError
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 try:  # the optional extra memhouse[langgraph]; CI installs it (the dev extra)
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel

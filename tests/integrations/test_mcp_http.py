@@ -15,8 +15,8 @@ from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from knowledge import services
-from memhouse import mcp_tools
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
+from memhouse.mcp import tools as mcp_tools
 from tests.retrieval.test_search import corpus  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)

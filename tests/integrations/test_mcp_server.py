@@ -1,4 +1,4 @@
-"""The MCP server (`python -m memhouse.mcp_server`) driven by the MCP SDK's own stdio client,
+"""The MCP server (`python -m memhouse.mcp.server`) driven by the MCP SDK's own stdio client,
 against a real live_server with committed data."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from knowledge import lifecycle
-from memhouse import mcp_server, mcp_tools
 from memhouse.client import MemHouseClient
+from memhouse.mcp import server as mcp_server
+from memhouse.mcp import tools as mcp_tools
 from tests.retrieval.test_search import corpus  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +29,7 @@ def _run_mcp(url: str, key: str, tmp_path: Path,
              body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
     """Spawn the server over stdio with the test's environment plus MEMHOUSE_*, run `body`."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "memhouse.mcp_server"], cwd=str(REPO),
+        command=sys.executable, args=["-m", "memhouse.mcp.server"], cwd=str(REPO),
         env={**os.environ, "MEMHOUSE_URL": url, "MEMHOUSE_API_KEY": key})
     errlog = tmp_path / "mcp-server.log"
 
@@ -203,7 +204,7 @@ def test_transport_failures_become_error_results():
 @pytest.mark.django_db(transaction=False)
 def test_missing_configuration_exits_with_a_message():
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMHOUSE_")}
-    done = subprocess.run([sys.executable, "-m", "memhouse.mcp_server"], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "memhouse.mcp.server"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode != 0
     assert "MEMHOUSE_URL" in done.stderr and done.stdout == ""
@@ -212,7 +213,7 @@ def test_missing_configuration_exits_with_a_message():
 def test_check_prints_who_the_key_is(live_server, committed_world):
     env = {**os.environ, "MEMHOUSE_URL": live_server.url,
            "MEMHOUSE_API_KEY": committed_world.agent_key}
-    done = subprocess.run([sys.executable, "-m", "memhouse.mcp_server", "--check"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "memhouse.mcp.server", "--check"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert '"peer_key": "scribe"' in done.stdout

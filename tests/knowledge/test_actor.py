@@ -1,4 +1,4 @@
-"""One reading of "who did it" (memhouse.principal.Actor, knowledge.lifecycle.as_actor)."""
+"""One reading of "who did it" (memhouse.core.principal.Actor, knowledge.lifecycle.as_actor)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from knowledge.lifecycle import TransitionError, as_actor
 from knowledge.models import LifecycleEvent
-from memhouse.principal import Actor, Principal
+from memhouse.core.principal import Actor, Principal
 from tests.factories import KnowledgeFactory
 
 pytestmark = pytest.mark.django_db

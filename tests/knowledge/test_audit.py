@@ -12,7 +12,7 @@ from django.db.utils import DatabaseError
 
 from knowledge import audit
 from knowledge.models import AuditEntry
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SOCIAL = "/marketing/social"

@@ -14,7 +14,7 @@ import pytest
 from governance.intake import pipeline
 from knowledge.ingest import services as ingest_services
 from knowledge.models import Document, DocumentVersion, KnowledgeSource
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SCOPE = "/marketing/social"

@@ -30,7 +30,7 @@ from knowledge.ingest.rule_extractor import (
     resolve_relative_date,
     strip_relative_dates,
 )
-from memhouse.llm import OpenAICompatibleProvider, ProviderError, validate_json
+from memhouse.core.llm import OpenAICompatibleProvider, ProviderError, validate_json
 
 # Monday 8 May 2023, 13:56 -- the first LoCoMo session date.
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -10,7 +10,7 @@ from governance.intake.pipeline import process_message
 from governance.models import PeerQuestion, Validation
 from knowledge import services
 from knowledge.models import Knowledge, KnowledgeSource, Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.models import KnowledgeVector
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -139,7 +139,7 @@ def test_repeats_merge_into_one_statement_and_redelivery_is_a_no_op(chat):
     w = chat
     with account_context(w.account.id):
         from knowledge.ingest.services import IncomingMessage, messages_ingest
-        from memhouse.principal import Principal
+        from memhouse.core.principal import Principal
 
         p = Principal(account_id=w.account.id, peer=w.agent, via="api_key",
                       act_for_all=True)
@@ -221,7 +221,7 @@ def test_a_name_shared_by_two_peers_resolves_only_within_the_scope(chat):
     from django.utils import timezone
 
     from knowledge.ingest.services import IncomingMessage, messages_ingest
-    from memhouse.principal import Principal
+    from memhouse.core.principal import Principal
 
     w = chat
     now = timezone.now()

@@ -190,7 +190,7 @@ def test_which_agent_claims_are_about_the_user(excerpt, statement, about_user):
 @pytest.fixture
 def ops(committed_world):
     from knowledge import services
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     w = committed_world
     with account_context(w.account.id):
@@ -211,7 +211,7 @@ def _ingest(live_server, w, *turns, session: str | None = "s1"):
     import httpx
 
     from knowledge.models import Knowledge
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     tag = uuid.uuid4().hex[:8]
     body = {
@@ -249,7 +249,7 @@ pipeline = pytest.mark.django_db(transaction=True)
 @pipeline
 def test_a_refusal_by_the_model_is_on_the_row_with_its_reason_and_source(live_server, ops):
     from knowledge.models import KnowledgeSource, LifecycleEvent
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     text = "Priority: optional"
     assert (
@@ -323,7 +323,7 @@ def test_what_the_user_said_themself_stays_theirs_when_the_agent_repeats_it(live
         ("Caroline is vegetarian.", "caroline", "active")
     ]
     assert {k.state_reason for k in rows if k.state == "rejected"} == {"f4_gate_a_duplicate"}
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(ops.account.id):
         assert current[0].sources.count() == 2

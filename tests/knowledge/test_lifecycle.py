@@ -182,7 +182,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
 
 def test_lifecycle_state_machine(db):
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     LifecycleMachine.TestCase.settings = settings(
         max_examples=20, stateful_step_count=12, deadline=None,
@@ -192,7 +192,7 @@ def test_lifecycle_state_machine(db):
 
 
 def test_knowledge_propose_needs_text(world):
-    from memhouse.errors import ApplicationError
+    from memhouse.core.errors import ApplicationError
 
     with pytest.raises(ApplicationError):
         knowledge_propose(account_id=world.account.id, statement="  ", scope=world.scope,
@@ -210,7 +210,7 @@ def test_concurrent_transitions_on_one_row_serialise(committed_world, first, sec
     import threading
     import time
 
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     reasons = {"needs_revalidation": "f4_revalidation_due", "expired": "f4_expiry_due"}
     w = committed_world

@@ -14,7 +14,7 @@ import pytest
 from knowledge import services
 from knowledge.ingest import services as ingest_services
 from knowledge.models import Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.test_poison_message import poison  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)

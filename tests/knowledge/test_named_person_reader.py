@@ -13,8 +13,8 @@ from knowledge import services
 from knowledge.ingest.named_persons import named_person
 from knowledge.ingest.services import IncomingMessage, messages_ingest
 from knowledge.models import Knowledge
-from memhouse.principal import Principal
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import FakeOpenAI, ok
 
 

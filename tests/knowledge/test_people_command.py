@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 
 from knowledge import people, services
 from knowledge.models import AuditEntry, Peer
-from memhouse.tenancy import account_context, rebind_account_for_tests
+from memhouse.core.tenancy import account_context, rebind_account_for_tests
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +120,7 @@ def test_create_gives_a_login_to_a_person_an_agent_registered_first(
 
 def test_invitation_links_follow_the_served_address(world: Any, monkeypatch: Any,
                                                     settings: Any, tmp_path: Any) -> None:
-    from memhouse import served_url
+    from memhouse.core import served_url
 
     settings.MEMHOUSE_PUBLIC_URL = ""
     settings.DATA_DIR = tmp_path

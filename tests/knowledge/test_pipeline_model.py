@@ -12,8 +12,8 @@ from django.utils import timezone
 from knowledge import services
 from knowledge.ingest.services import IncomingMessage, messages_ingest
 from knowledge.models import Knowledge
-from memhouse.principal import Principal
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import FakeOpenAI, Reply, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from celery.contrib.testing.worker import start_worker
 from knowledge import services
 from knowledge.models import Knowledge, Message
 from memhouse.celery import app
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.queue_support import real_broker, reset_pool
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.queue]

@@ -13,7 +13,7 @@ from knowledge import services
 from knowledge.ingest.extraction import ExtractedClaim, ObservedMessage, validate_claim
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.models import Knowledge, Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 WHEN = datetime(2026, 3, 4, 18, 0, tzinfo=UTC)  # a Wednesday
 PEERS = {"ana": "ana", "ben": "ben", "mei": "mei", "kofi": "kofi", "marco": "marco"}

@@ -10,7 +10,7 @@ from django.db.utils import DatabaseError
 
 from knowledge import models as m
 from knowledge.services import knowledge_propose
-from memhouse.tenancy import account_context, current_account_id, rebind_account_for_tests
+from memhouse.core.tenancy import account_context, current_account_id, rebind_account_for_tests
 from tests.factories import KnowledgeFactory
 
 pytestmark = pytest.mark.django_db

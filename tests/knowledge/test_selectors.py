@@ -11,8 +11,8 @@ from knowledge import selectors, services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Scope
 from knowledge.selectors import knowledge_for_read, reader_for, scope_for_read
-from memhouse.errors import ApplicationError, NotFound
-from memhouse.principal import Principal, Reader, ancestor_paths, internal_reader, path_within
+from memhouse.core.errors import ApplicationError, NotFound
+from memhouse.core.principal import Principal, Reader, ancestor_paths, internal_reader, path_within
 from tests.factories import KnowledgeFactory, active_statement
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from knowledge import services
 from knowledge.models import Credential
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,7 +81,7 @@ def test_wrong_password_is_a_clear_401(live_server, committed_world):
 
 
 def test_agents_cannot_get_login_tokens(committed_world):
-    from memhouse.errors import ApplicationError
+    from memhouse.core.errors import ApplicationError
 
     with account_context(committed_world.account.id), pytest.raises(ApplicationError):
         services.token_issue(peer=committed_world.agent)
@@ -124,7 +124,7 @@ def test_readiness_reports_an_unusable_lexical_index_as_degraded(live_server, db
     the check saying why lexical search scans."""
     from django.db import connection
 
-    from memhouse.embedded_db import LEAKPROOF_FTS, _connect_superuser, ensure_embedded
+    from memhouse.core.embedded_db import LEAKPROOF_FTS, _connect_superuser, ensure_embedded
 
     embedded = ensure_embedded()
     name = connection.settings_dict["NAME"]

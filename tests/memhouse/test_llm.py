@@ -1,4 +1,5 @@
-"""memhouse.llm against the fake OpenAI-compatible HTTP server on 127.0.0.1 (tests.fake_llm)."""
+"""memhouse.core.llm against the fake OpenAI-compatible HTTP server on 127.0.0.1
+(tests.fake_llm)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from memhouse import llm
-from memhouse.llm import (
+from memhouse.core import llm
+from memhouse.core.llm import (
     ERROR_KINDS,
     ChatProvider,
     OpenAICompatibleProvider,
@@ -548,7 +549,7 @@ def _get_provider_in_subprocess(settings: dict[str, Any]) -> dict[str, Any]:
 import json
 from django.conf import settings
 settings.configure(**{settings!r})
-from memhouse.llm import get_provider
+from memhouse.core.llm import get_provider
 try:
     provider = get_provider()
 except Exception as exc:

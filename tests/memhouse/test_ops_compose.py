@@ -29,7 +29,7 @@ def compose() -> dict[str, Any]:
 
 
 def settings_env_names() -> set[str]:
-    """Variables memhouse/settings.py reads (directly or through memhouse.env)."""
+    """Variables memhouse/settings.py reads (directly or through memhouse.core.env)."""
     source = (ROOT / "memhouse" / "settings.py").read_text(encoding="utf-8")
     names = set(re.findall(r"env_(?:str|bool|int|float|list)\(\s*\"([A-Z0-9_]+)\"", source))
     names |= set(re.findall(r"os\.environ(?:\.get)?\(\s*\"([A-Z0-9_]+)\"", source))
@@ -202,7 +202,7 @@ def test_gunicorn_serves_health_and_the_api_on_the_committed_database(committed_
                              json={"path": "/gunicorn/check"})
         assert created.status_code == 201, created.text
         from knowledge.models import Scope
-        from memhouse.tenancy import account_context
+        from memhouse.core.tenancy import account_context
 
         with account_context(w.account.id):  # written by the gunicorn worker, committed
             assert Scope.objects.filter(path="/gunicorn/check").exists()

@@ -13,9 +13,10 @@ NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE"}
 
 def variables_read() -> set[str]:
     names: set[str] = set()
-    for path in (ROOT / "memhouse").glob("*.py"):
-        if path.name == "mcp_server.py":  # client-side variables: docs/integrations.md
-            continue
+    # memhouse/mcp/ is not scanned: the stdio server reads client-side variables
+    # (docs/integrations.md).
+    for path in [*(ROOT / "memhouse").glob("*.py"),
+                 *(ROOT / "memhouse" / "core").glob("*.py")]:
         names |= set(READ.findall(path.read_text(encoding="utf-8")))
     return names - NOT_SETTINGS
 

@@ -13,8 +13,8 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Knowledge
+from memhouse.core.tenancy import account_context
 from memhouse.observability import JsonFormatter
-from memhouse.tenancy import account_context
 from tests.fake_llm import Reply
 from tests.memhouse.test_ops_metering import provider  # noqa: F401  (fixture)
 

@@ -15,7 +15,7 @@ from knowledge import services
 from knowledge.ingest.llm_extractor import SCHEMA_NAME
 from knowledge.models import UsageEntry
 from memhouse import observability as obs
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import FakeOpenAI, Reply, ok
 from tests.governance.helpers import active_about
 from tests.retrieval.test_search import corpus  # noqa: F401  (fixture)

@@ -86,7 +86,7 @@ def test_a_misconfigured_provider_is_reported(live_server, settings):
 
 def test_a_slow_first_probe_answers_probing_and_goes_on_in_the_background(
         live_server, settings, monkeypatch):
-    from memhouse import llm
+    from memhouse.core import llm
 
     monkeypatch.setattr(llm, "PROBE_WAIT_SECONDS", 0.2)
     with FakeOpenAI(default=Reply(body=ok({"ok": True}).body, delay=1.5)) as fake:

@@ -21,10 +21,10 @@ import pytest
 from django.db.models import Sum
 
 from knowledge.models import Knowledge, UsageEntry
-from memhouse import llm
 from memhouse import observability as obs
-from memhouse.llm import OpenAICompatibleProvider, ProviderError
-from memhouse.tenancy import account_context
+from memhouse.core import llm
+from memhouse.core.llm import OpenAICompatibleProvider, ProviderError
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import FakeOpenAI, refusal
 from tests.real_llm import PYTHON_ENV, RealServer, run_server, server_python
 from tests.retrieval.test_search import corpus  # noqa: F401 - fixture

@@ -1,5 +1,5 @@
 """`manage.py serve` runs the beat schedule in-process (issue 33, item 5): the entries of
-memhouse/celery_schedule.py, published by Celery's own scheduler to serve's in-process
+memhouse/core/celery_schedule.py, published by Celery's own scheduler to serve's in-process
 worker; one serve per database ticks (a PostgreSQL advisory lock), the others stand by;
 `--no-beat` / MEMHOUSE_SERVE_BEAT=false turns it off; the banner and /readyz say which."""
 
@@ -45,10 +45,10 @@ def test_in_process_beat_publishes_the_schedule_to_the_worker_and_leads_alone(
     from governance.models import PeerQuestion
     from knowledge.models import Knowledge
     from memhouse.celery import app
-    from memhouse.celery_schedule import BEAT_SCHEDULE, beat_report, report_beat
+    from memhouse.core.celery_schedule import BEAT_SCHEDULE, beat_report, report_beat
+    from memhouse.core.tenancy import account_context
     from memhouse.management.beat import InProcessBeat
     from memhouse.management.commands.serve import start_background_work
-    from memhouse.tenancy import account_context
 
     w = committed_world
     past = timezone.now() - timedelta(days=1)
@@ -172,7 +172,7 @@ def test_serve_runs_one_beat_per_database_and_says_so(tmp_path):
     first = start_serve(data_dir)
     others: list[Served] = []
     try:
-        assert "Beat:           in-process, the 10 entries of memhouse/celery_schedule.py" \
+        assert "Beat:           in-process, the 10 entries of memhouse/core/celery_schedule.py" \
             in first.text
         assert _wait(lambda: _beat(first)["state"] == "running", 60), first.text
         beat = _beat(first)

@@ -24,7 +24,7 @@ from governance import services as gs
 from knowledge import audit
 from knowledge.lifecycle import transition
 from knowledge.models import AuditEntry, Knowledge, Relation
-from memhouse.tenancy import account_context, set_account
+from memhouse.core.tenancy import account_context, set_account
 from tests.governance.helpers import active_about
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -24,7 +24,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Document, Message, Peer
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import assert_error
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -29,7 +29,7 @@ from django.db import connection
 
 from knowledge import audit, services
 from knowledge.models import AuditEntry, Message, Session
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import assert_error
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from knowledge import services
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 MAX_EXAMPLES = int(os.environ.get("MEMHOUSE_FUZZ_EXAMPLES", "8"))
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]

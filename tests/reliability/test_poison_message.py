@@ -19,7 +19,7 @@ from django.db import connection
 from governance.tasks import process_messages, sweep_unprocessed
 from knowledge import services
 from knowledge.models import Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import api, assert_error
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -26,7 +26,7 @@ from governance.models import DeductionRun
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import Reply, completion, ok
 
 pytestmark = pytest.mark.django_db(transaction=True)

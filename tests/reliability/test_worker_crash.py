@@ -29,7 +29,7 @@ from django.db import connection
 
 from knowledge import audit, services
 from knowledge.models import Knowledge, KnowledgeSource, Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.fake_llm import FakeOpenAI, Reply, ok
 from tests.queue_support import real_broker
 

@@ -13,7 +13,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Message, Relation
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval import ask as ask_mod
 from retrieval.vectors import embed_knowledge, embed_messages
 from tests.fake_llm import FakeOpenAI, Reply, ok

@@ -11,7 +11,7 @@ import pytest
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message, Session
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.models import Projection
 from tests.fake_llm import FakeOpenAI
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture

@@ -18,8 +18,8 @@ from django.utils import timezone
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Scope
-from memhouse.principal import Reader
-from memhouse.tenancy import account_context, rebind_account_for_tests
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import account_context, rebind_account_for_tests
 from retrieval import entities
 from retrieval.entities import (
     alias_map,

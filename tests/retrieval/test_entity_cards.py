@@ -12,8 +12,8 @@ import pytest
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
-from memhouse.principal import Reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import account_context
 from retrieval.entities import index_knowledge
 from retrieval.entity_cards import cards_for_query
 from retrieval.entity_resolution import resolve_entities

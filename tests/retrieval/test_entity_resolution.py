@@ -20,9 +20,9 @@ from governance import tasks
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Scope, UsageEntry
-from memhouse.llm import get_provider
-from memhouse.principal import Reader
-from memhouse.tenancy import account_context
+from memhouse.core.llm import get_provider
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import account_context
 from retrieval.embedding import get_embedder
 from retrieval.entities import extract_all_mentions, index_knowledge, rebuild_entities
 from retrieval.entity_resolution import (

@@ -11,7 +11,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Message, Peer, Session
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.vectors import embed_knowledge
 from tests.factories import walk_to
 

@@ -19,7 +19,7 @@ from knowledge.models import (
     Message,
     Relation,
 )
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.retrieval.test_search import _add, corpus  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)

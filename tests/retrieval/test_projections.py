@@ -15,7 +15,7 @@ from django.db.models import F
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message, Peer, Scope, Session
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval import projections
 from retrieval.models import Projection, ProjectionSource
 from retrieval.projections import Audience, Key, Kind

@@ -19,7 +19,7 @@ from django.utils import timezone
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Peer
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval import projections
 from retrieval.models import Projection
 

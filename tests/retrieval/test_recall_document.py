@@ -22,8 +22,8 @@ from governance import archive, backup
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
-from memhouse.principal import Reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import account_context
 from retrieval import engine, recall
 from retrieval.models import KnowledgeVector, RecallDocument
 from retrieval.profiles import BASE_PROFILES

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from knowledge.lifecycle import transition
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.embedding import get_embedder
 from retrieval.models import EmbeddingSpace, KnowledgeVector
 from tests.factories import KnowledgeFactory
@@ -41,7 +41,7 @@ def test_reembed_fills_the_current_space_and_can_drop_others(committed_world, ca
 def _semantic_search(w, query: str):
     from dataclasses import replace
 
-    from memhouse.principal import internal_reader
+    from memhouse.core.principal import internal_reader
     from retrieval import engine
     from retrieval.profiles import BASE_PROFILES
 

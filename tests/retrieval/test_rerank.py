@@ -12,7 +12,7 @@ from django.db.models import Sum
 
 from knowledge.models import UsageEntry
 from memhouse import observability as obs
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval.rerank import SCHEMA_NAME
 from tests.fake_llm import FakeOpenAI, Reply, completion, ok
 from tests.retrieval.test_search import _search, corpus  # noqa: F401 - fixture

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from knowledge.models import Message, Peer, Scope, Session
-from memhouse.principal import Reader, internal_reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Reader, internal_reader
+from memhouse.core.tenancy import account_context
 from retrieval import engine
 from retrieval.profiles import BASE_PROFILES
 from retrieval.strategies.semantic import SAID_WHEN

@@ -17,8 +17,8 @@ from django.utils import timezone
 from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import AuditEntry, Knowledge, Relation, Scope, ScopeRelation
-from memhouse.principal import Reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import account_context
 from retrieval.entities import index_knowledge
 from retrieval.lexical import analyze
 from retrieval.strategies import relation

@@ -12,7 +12,7 @@ from django.db import connection
 
 from knowledge import services
 from knowledge.models import Knowledge, Scope
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval import engine
 from retrieval.strategies.base import StrategyResult
 from retrieval.vectors import embed_knowledge
@@ -321,7 +321,7 @@ def test_lexical_coverage_weighs_rare_terms_above_a_name_found_everywhere(corpus
     coverage would tie and cover density would then prefer the shorter one)."""
     from dataclasses import replace
 
-    from memhouse.principal import internal_reader
+    from memhouse.core.principal import internal_reader
     from retrieval.profiles import BASE_PROFILES
 
     w, _ids = corpus
@@ -342,7 +342,7 @@ def test_lexical_coverage_weighs_rare_terms_above_a_name_found_everywhere(corpus
 def _lexical_only(w, query, limit=10):
     from dataclasses import replace
 
-    from memhouse.principal import internal_reader
+    from memhouse.core.principal import internal_reader
     from retrieval.profiles import BASE_PROFILES
 
     profile = replace(BASE_PROFILES["balanced"], strategies=("lexical",),
@@ -375,7 +375,7 @@ def test_lexical_pools_bound_a_common_term_but_keep_full_and_rare_matches(corpus
 def test_visible_count_stops_at_its_cap(corpus, monkeypatch):
     from django.utils import timezone
 
-    from memhouse.principal import internal_reader
+    from memhouse.core.principal import internal_reader
     from retrieval.lexical import analyze
     from retrieval.strategies import sql
     from retrieval.strategies.base import StrategyContext
@@ -394,7 +394,7 @@ def test_visible_count_stops_at_its_cap(corpus, monkeypatch):
 
 def test_a_peer_readers_first_person_is_that_peer(committed_world):
     from knowledge.selectors import reader_for
-    from memhouse.principal import Principal
+    from memhouse.core.principal import Principal
     from retrieval.engine import for_the_reader
 
     w = committed_world

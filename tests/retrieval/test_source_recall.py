@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from knowledge.models import Message, Peer, Scope
-from memhouse.principal import Reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Reader
+from memhouse.core.tenancy import account_context
 from retrieval import source_recall
 from retrieval.models import MessageVector
 from retrieval.vectors import embed_messages
@@ -109,7 +109,7 @@ def test_intake_embeds_each_message(committed_world):
     from django.test import TestCase
 
     from knowledge.ingest.services import IncomingMessage, messages_ingest
-    from memhouse.principal import Principal
+    from memhouse.core.principal import Principal
 
     w = committed_world
     principal = Principal(account_id=w.account.id, peer=w.agent, via="api_key",

@@ -12,8 +12,8 @@ from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message, Peer, Relation
 from knowledge.selectors import reader_for
-from memhouse.principal import Principal, Reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal, Reader
+from memhouse.core.tenancy import account_context
 from retrieval import engine
 from retrieval.profiles import BASE_PROFILES
 from retrieval.stable_profile import stable_profile

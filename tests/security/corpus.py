@@ -24,8 +24,8 @@ from knowledge import lifecycle
 from knowledge import services as ks
 from knowledge.lifecycle import transition
 from knowledge.models import Message, Peer, Scope, Session
-from memhouse.principal import Principal
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal
+from memhouse.core.tenancy import account_context
 from tests.conftest import World, build_world
 
 # Who a statement is about and at which level (the seed's "And sees" column distinguishes
@@ -187,7 +187,7 @@ def api(client: Any, key: str | None, method: str, path: str, body: Any = None,
     Each request binds its own Account (ATOMIC_REQUESTS is a savepoint here, and the
     transaction-local setting outlives a released savepoint), so the binding is cleared
     before and after, exactly as a new pooled transaction would start."""
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in (headers or {}).items()}
     if key:

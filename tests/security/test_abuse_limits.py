@@ -14,7 +14,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Message, UsageEntry
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import api, assert_error
 
 pytestmark = pytest.mark.django_db(transaction=True)

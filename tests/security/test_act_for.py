@@ -17,7 +17,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,7 +162,7 @@ def test_me_shows_the_grant(callers: dict[str, Caller]) -> None:
 
 
 def test_a_humans_credential_cannot_be_given_a_grant(committed_world: Any) -> None:
-    from memhouse.errors import ApplicationError
+    from memhouse.core.errors import ApplicationError
 
     w = committed_world
     with account_context(w.account.id), pytest.raises(ApplicationError) as err:

@@ -20,7 +20,7 @@ import pytest
 
 from knowledge import people, services
 from knowledge.models import AuditEntry, Credential
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from django.core.management import CommandError, call_command
 
 from governance import archive
 from knowledge.models import Account, Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.governance.helpers import active_about
 from tests.governance.test_archive import _remove_account, _rewrite
 

@@ -13,7 +13,7 @@ import pytest
 
 from knowledge import services
 from knowledge.models import Message, Session
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,7 +17,7 @@ from django.db import connection, connections
 from knowledge import services as ks
 from knowledge.lifecycle import transition
 from knowledge.models import Scope
-from memhouse.tenancy import ACCOUNT_SETTING, account_context
+from memhouse.core.tenancy import ACCOUNT_SETTING, account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -179,7 +179,7 @@ def test_strategy_connections_carry_no_account_between_searches(committed_world,
                                                                 record_property):
     from dataclasses import replace
 
-    from memhouse.principal import Reader
+    from memhouse.core.principal import Reader
     from retrieval import engine
     from retrieval.profiles import resolve_profile
 

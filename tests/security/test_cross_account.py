@@ -167,7 +167,7 @@ def case_scopes_get(c: Corpus, client: APIClient) -> None:
 
 def case_scopes_post(c: Corpus, client: APIClient) -> None:
     from knowledge.models import Scope
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     # A path that exists only in A is created in B like any new path.
     for path in (SOCIAL, "/zz-" + random_id()[:6]):
@@ -197,7 +197,7 @@ def case_peers_post(c: Corpus, client: APIClient) -> None:
     r2 = api(client, c.keys["mel"], "POST", "peers", {"key": "zz-new", "kind": "human"})
     assert r1.status_code == r2.status_code == 201
     from knowledge.models import Peer
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     a = str(c.world.account.id)
     r = api(client, c.keys["mallory"], "POST", "peers",
@@ -213,7 +213,7 @@ def case_peers_post(c: Corpus, client: APIClient) -> None:
 
 def case_messages(c: Corpus, client: APIClient) -> None:
     from knowledge.models import Message, Session
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     key = c.keys["mallory"]
     no_oracle(c, client, key, "POST", "messages", "alice",
@@ -243,7 +243,7 @@ def case_messages(c: Corpus, client: APIClient) -> None:
 
 def case_documents_post(c: Corpus, client: APIClient) -> None:
     from knowledge.models import Document
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     key = c.keys["mallory"]
     for ext in ("acme-doc-ext", "zz-" + random_id()[:6]):
@@ -458,7 +458,7 @@ def case_scope_belief_time_put(c: Corpus, client: APIClient) -> None:
 def _a_scope_link(c: Corpus) -> str:
     """Link Account A's /marketing/social and /marketing/paid (rolled back with the test)."""
     from knowledge.models import Scope, ScopeRelation
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(c.world.account.id):
         rel = ScopeRelation.objects.create(account=c.world.account,
@@ -511,7 +511,7 @@ def _dead_letter_a_message(c: Corpus) -> str:
     from django.utils import timezone
 
     from knowledge.models import Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     with account_context(c.world.account.id):
         Message.objects.filter(pk=c.a_ids["message"]).update(
@@ -539,7 +539,7 @@ def case_dead_letter_retry(c: Corpus, client: APIClient) -> None:
 
 def case_auth_token_revoke(c: Corpus, client: APIClient) -> None:
     from knowledge.models import Credential
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     # B's human revokes all of B's own tokens; A's tokens stay live.
     r = api(client, c.keys["mallory"], "POST", "auth/token/revoke",
@@ -605,7 +605,7 @@ def case_people_get(c: Corpus, client: APIClient) -> None:
 
 def case_people_post(c: Corpus, client: APIClient) -> None:
     from knowledge.models import Peer
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     # A's peer key is free in B (sign-in names are global, so each gets its own).
     r1 = api(client, c.keys["mel"], "POST", "people",
@@ -732,8 +732,8 @@ def test_cross_account_route(corpus, route):
 
 def _b_context(c: Corpus) -> tuple[Any, Any, Any]:
     from knowledge.models import Scope
-    from memhouse.principal import Principal
-    from memhouse.tenancy import rebind_account_for_tests
+    from memhouse.core.principal import Principal
+    from memhouse.core.tenancy import rebind_account_for_tests
 
     rebind_account_for_tests(c.world.account.id)
     a_scope = Scope.objects.get(path=SOCIAL)
@@ -749,8 +749,8 @@ def _nothing_of_a(c: Corpus, value: Any) -> None:
 def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
     from governance import selectors as gs
     from knowledge import selectors as ksel
-    from memhouse.errors import ApplicationError, NotFound
-    from memhouse.principal import Principal, Reader, internal_reader
+    from memhouse.core.errors import ApplicationError, NotFound
+    from memhouse.core.principal import Principal, Reader, internal_reader
     from retrieval import ask as ask_mod
     from retrieval import context as ctx_mod
     from retrieval import engine, lineage, projections, stable_profile
@@ -923,7 +923,7 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
 
     def source_outcomes(c: Corpus) -> None:
         from knowledge.models import DocumentVersion, Message
-        from memhouse.tenancy import rebind_account_for_tests
+        from memhouse.core.tenancy import rebind_account_for_tests
 
         # A's message and version loaded while bound to A, then read for from B.
         rebind_account_for_tests(c.world.account.id)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from knowledge import lifecycle, services
 from knowledge.models import Document, DocumentVersion, Knowledge, Message, UsageEntry
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import api, assert_error
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,7 @@ import pytest
 
 from knowledge import lifecycle, services
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import api
 
 pytestmark = pytest.mark.django_db(transaction=True)

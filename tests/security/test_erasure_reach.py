@@ -25,8 +25,8 @@ from knowledge import audit
 from knowledge import services as ks
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge, Message
-from memhouse.principal import Principal, internal_reader
-from memhouse.tenancy import account_context
+from memhouse.core.principal import Principal, internal_reader
+from memhouse.core.tenancy import account_context
 from tests.security.corpus import api
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from knowledge import lifecycle, services
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from knowledge import people, services
 from knowledge.models import AuditEntry, Credential
-from memhouse.errors import ApplicationError
-from memhouse.tenancy import account_context
+from memhouse.core.errors import ApplicationError
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

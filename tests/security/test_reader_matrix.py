@@ -17,8 +17,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from knowledge.selectors import knowledge_for_read, reader_for
-from memhouse.principal import Principal, Reader, internal_reader
-from memhouse.tenancy import account_context, rebind_account_for_tests
+from memhouse.core.principal import Principal, Reader, internal_reader
+from memhouse.core.tenancy import account_context, rebind_account_for_tests
 from tests.security.corpus import (
     AUDIENCES,
     EXTRAS,
@@ -231,7 +231,7 @@ def test_search_matches_the_seed(corpus, name):
 @pytest.mark.parametrize("name", ["named_peer_on_peerless_key", "peerless_key",
                                   "internal_server_side"])
 def test_lineage_roots_follow_the_same_table(corpus, name):
-    from memhouse.errors import NotFound
+    from memhouse.core.errors import NotFound
     from retrieval.lineage import lineage
 
     c, p = corpus, POSTURES[name]
@@ -302,7 +302,7 @@ def test_me_knowledge_is_everything_about_me_in_any_state(corpus, name):
 @pytestmark_db
 def test_curators_and_admins_never_see_another_subjects_provisional_rows(corpus):
     from governance import selectors as gs
-    from memhouse.errors import NotFound
+    from memhouse.core.errors import NotFound
 
     c = corpus
     client = APIClient()

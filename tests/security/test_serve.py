@@ -35,7 +35,7 @@ def _me(key: str) -> Any:
 
 def _live_demo_keys(text: str) -> int:
     from knowledge.models import Credential
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     account_id = re.search(r"Account:\s+demo \(([0-9a-f-]+)\)", text).group(1)
     with account_context(account_id):
@@ -68,7 +68,7 @@ def test_serve_prints_a_random_password_once_and_reuses_or_rotates_its_key():
 
 def _wait_extracted(account_id: Any, message_ids: list[str], timeout: float = 90) -> bool:
     from knowledge.models import Message
-    from memhouse.tenancy import account_context
+    from memhouse.core.tenancy import account_context
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -83,8 +83,8 @@ def _wait_extracted(account_id: Any, message_ids: list[str], timeout: float = 90
 def test_served_mode_extracts_outside_the_request_and_sweeps_lost_work(
         committed_world, live_server, settings):
     from knowledge.models import Message
+    from memhouse.core.tenancy import account_context
     from memhouse.management.commands.serve import start_background_work
-    from memhouse.tenancy import account_context
 
     settings.MEMHOUSE_RATE_LIMIT_PER_MINUTE = 0
     w = committed_world

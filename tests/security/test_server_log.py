@@ -15,17 +15,17 @@ from django.db import DataError, IntegrityError, transaction
 
 from knowledge import services
 from knowledge.models import Credential
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _server_log() -> Path:
-    from memhouse.env import env_str
+    from memhouse.core.env import env_str
 
     if env_str("DATABASE_URL"):
         pytest.skip("only the embedded server's log is under test")
-    from memhouse.embedded_db import ensure_embedded
+    from memhouse.core.embedded_db import ensure_embedded
 
     log = ensure_embedded(settings.DATA_DIR).data_dir / "pgdata" / "log"
     if not log.exists():

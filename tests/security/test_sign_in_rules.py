@@ -19,7 +19,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from knowledge import services
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

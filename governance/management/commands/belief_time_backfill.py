@@ -17,7 +17,7 @@ from governance.services import belief_time_backfill
 from knowledge import lifecycle
 from knowledge.accounts import list_account_ids
 from knowledge.models import Knowledge
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 
 class Command(BaseCommand):

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from knowledge import services
 from knowledge.models import Account, Peer
-from memhouse.errors import ApplicationError
-from memhouse.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
+from memhouse.core.errors import ApplicationError
+from memhouse.core.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
 
 
 class Command(BaseCommand):

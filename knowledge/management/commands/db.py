@@ -1,7 +1,7 @@
 """`manage.py db status|start|stop`: the embedded PostgreSQL under MEMHOUSE_DATA_DIR.
 
 Loading the settings normally starts that server; for this command it does not
-(memhouse.embedded_db.database_settings), so `status` and `stop` find it as it was.
+(memhouse.core.embedded_db.database_settings), so `status` and `stop` find it as it was.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memhouse import embedded_db
+from memhouse.core import embedded_db
 
 
 class Command(BaseCommand):
@@ -56,6 +56,6 @@ class Command(BaseCommand):
 
 
 def _uses_database_url() -> bool:
-    from memhouse.env import env_str
+    from memhouse.core.env import env_str
 
     return bool(env_str("DATABASE_URL"))

@@ -16,9 +16,9 @@ from django.db import transaction
 
 from knowledge import people
 from knowledge.models import Account, Peer
-from memhouse import served_url
-from memhouse.errors import ApplicationError
-from memhouse.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
+from memhouse.core import served_url
+from memhouse.core.errors import ApplicationError
+from memhouse.core.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
 
 ACTOR = "system:people"
 

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from knowledge.accounts import list_account_ids
 from knowledge.services import audit_chain_verify
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ the web request that enqueued them, so the command points Celery at an in-proces
 broker and consumes it with one worker thread; and a sweeper thread re-enqueues messages
 whose extraction never happened (a crash or a database outage after the 202). It also
 runs the beat schedule in-process (memhouse/management/beat.py: the entries of
-memhouse/celery_schedule.py that compose's `beat` runs, so expiry, revalidation and the
+memhouse/core/celery_schedule.py that compose's `beat` runs, so expiry, revalidation and the
 dream-time work happen under serve too); only one serve per database ticks (an advisory
 lock), and `--no-beat` or MEMHOUSE_SERVE_BEAT=false turns it off for a deployment that
 runs `celery beat` itself.
@@ -40,8 +40,8 @@ from django.utils import timezone
 
 from knowledge import services
 from knowledge.models import Account, Credential, Peer
-from memhouse import served_url
-from memhouse.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
+from memhouse.core import served_url
+from memhouse.core.tenancy import ACCOUNT_SCAN_SETTING, account_context, narrow_lookup
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def _start_sweeper(work: BackgroundWork, every: float) -> None:
 def _start_beat(app: Any, work: BackgroundWork, beat: Any) -> None:
     """The beat schedule in a thread (memhouse/management/beat.py): it publishes due
     entries to the in-process worker (eager mode) or the configured broker's workers."""
-    from memhouse.celery_schedule import report_beat
+    from memhouse.core.celery_schedule import report_beat
 
     report_beat({"state": "starting"})
     thread = threading.Thread(target=beat.run, args=(work.stop_event,), name="memhouse-beat",
@@ -259,7 +259,7 @@ class Command(BaseCommand):
         """As the process's own command (not call_command inside another program, such as
         a test run, which owns the server's lifetime itself): SIGTERM interrupts like
         Ctrl-C, and on the way out the embedded server this process started is stopped."""
-        from memhouse import embedded_db
+        from memhouse.core import embedded_db
 
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
@@ -320,7 +320,7 @@ class Command(BaseCommand):
             out(f"  Console:        {base}/console/  ({DEMO_CURATOR}; password shown when "
                 f"it was created; reset with `manage.py changepassword {DEMO_CURATOR}`)")
         if not options["no_run"]:
-            from memhouse.celery_schedule import BEAT_SCHEDULE, report_beat
+            from memhouse.core.celery_schedule import BEAT_SCHEDULE, report_beat
 
             beat = settings.MEMHOUSE_SERVE_BEAT and not options["no_beat"]
             work = start_background_work(sweep_every=options["sweep_every"], beat=beat)
@@ -329,7 +329,7 @@ class Command(BaseCommand):
             out(f"  Background:     {mode}; sweeper every {options['sweep_every']:.0f}s")
             if beat:
                 out(f"  Beat:           in-process, the {len(BEAT_SCHEDULE)} entries of "
-                    "memhouse/celery_schedule.py (expiry, revalidation, dream-time); one "
+                    "memhouse/core/celery_schedule.py (expiry, revalidation, dream-time); one "
                     "serve per database ticks, others stand by; /readyz shows it. Off: "
                     "--no-beat or MEMHOUSE_SERVE_BEAT=false")
             else:

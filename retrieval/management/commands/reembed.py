@@ -7,7 +7,7 @@ from tqdm import tqdm
 
 from knowledge.accounts import list_account_ids
 from knowledge.models import Knowledge, Message
-from memhouse.tenancy import account_context
+from memhouse.core.tenancy import account_context
 from retrieval import recall
 from retrieval.embedding import get_embedder
 from retrieval.models import EmbeddingSpace, KnowledgeVector, MessageVector

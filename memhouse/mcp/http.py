@@ -9,7 +9,7 @@ allows). The view drives the MCP SDK's own transport and session manager for tha
 request (`anyio.run` on the request's thread), so protocol handling - version headers,
 Accept and Content-Type checks, JSON-RPC errors - is the SDK's, not ours.
 
-The tools are memhouse.mcp_tools, the same definitions as the stdio server. Each tool
+The tools are memhouse.mcp.tools, the same definitions as the stdio server. Each tool
 call is handed, in process, to this app's REST API through a WSGI transport with the
 caller's own key, so authentication, act-for, scope grants, rate limits, usage metering
 and error codes are exactly the REST API's. The endpoint itself checks the key first
@@ -35,7 +35,7 @@ from rest_framework import exceptions
 
 from knowledge.credentials import principal_for_key
 from memhouse.client import MemHouseClient
-from memhouse.mcp_tools import build_server
+from memhouse.mcp.tools import build_server
 
 # Longest a tool call may take in process (ask with a model is the slow one); the
 # gunicorn worker timeout bounds the whole request anyway.

@@ -1,9 +1,9 @@
 """The MemHouse MCP tools, shared by both transports.
 
 `build_server(client)` returns an MCP server whose tools each make one call of a
-memhouse.client.MemHouseClient. The stdio server (memhouse.mcp_server) passes a client
+memhouse.client.MemHouseClient. The stdio server (memhouse.mcp.server) passes a client
 that speaks HTTP to a MemHouse URL; the Streamable HTTP endpoint at /mcp/
-(memhouse.mcp_http) passes one whose transport hands the request to this process's own
+(memhouse.mcp.http) passes one whose transport hands the request to this process's own
 REST API with the caller's API key. Either way the Account, the act-for grant and the
 reader's rights come from the key alone, and every answer, good or bad, is the REST
 API's: `peer_key` arguments are the peer a read is for (or who spoke), never a tenant.

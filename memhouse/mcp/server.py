@@ -1,8 +1,8 @@
 """MemHouse as an MCP server on stdio, for hosts that start a local process.
 
-    MEMHOUSE_URL=http://127.0.0.1:8000 MEMHOUSE_API_KEY=mh_... python -m memhouse.mcp_server
+    MEMHOUSE_URL=http://127.0.0.1:8000 MEMHOUSE_API_KEY=mh_... python -m memhouse.mcp.server
 
-The tools are memhouse.mcp_tools (shared with the Streamable HTTP endpoint at /mcp/);
+The tools are memhouse.mcp.tools (shared with the Streamable HTTP endpoint at /mcp/);
 here each one calls a MemHouseClient for MEMHOUSE_URL, authenticated with
 MEMHOUSE_API_KEY: the Account and the reader's rights come from that key alone. An error
 becomes an MCP tool error result in the API's shape (`{"error": {"code", "message",
@@ -14,7 +14,7 @@ import os
 import sys
 
 from memhouse.client import MemHouseClient, MemHouseError
-from memhouse.mcp_tools import (  # noqa: F401 - re-exported for existing imports
+from memhouse.mcp.tools import (  # noqa: F401 - re-exported for existing imports
     EFFORTS,
     PROFILES,
     SERVER_NAME,

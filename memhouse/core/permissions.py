@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import permissions
 
-from memhouse.errors import ApplicationError
-from memhouse.principal import Principal
+from memhouse.core.errors import ApplicationError
+from memhouse.core.principal import Principal
 
 
 class IsAccountMember(permissions.BasePermission):

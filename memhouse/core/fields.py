@@ -8,7 +8,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from memhouse.errors import ApplicationError
+from memhouse.core.errors import ApplicationError
 
 
 def is_naive(value: Any) -> bool:

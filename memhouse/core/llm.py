@@ -516,7 +516,7 @@ class TokenUsage:
 def _meter(*, purpose: str, outcome: str, tokens: TokenUsage, seconds: float) -> None:
     """Bill one call; metering never changes the outcome of the call it meters."""
     try:
-        from memhouse.metering import record_model_call
+        from memhouse.core.metering import record_model_call
 
         record_model_call(purpose=purpose, outcome=outcome, attempts=tokens.attempts,
                           prompt_tokens=tokens.prompt, completion_tokens=tokens.completion,

@@ -16,7 +16,7 @@ _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "[::]": "[::1]"}
 
 
 def _file() -> Path:
-    from memhouse.embedded_db import default_data_dir
+    from memhouse.core.embedded_db import default_data_dir
 
     return (settings.DATA_DIR or default_data_dir()) / FILE_NAME
 

@@ -2,7 +2,7 @@
 
 The ground only knows *who* (a :class:`Meter`) and offers the hook; the layers that own
 the ledger and the metrics (knowledge.usage, memhouse.usage) register the recorder at
-start-up (memhouse.apps), so memhouse.llm meters every call without importing upward.
+start-up (memhouse.apps), so memhouse.core.llm meters every call without importing upward.
 
 The Account (and, for API requests, the credential) a call is billed to is found in
 this order: an explicit :func:`metering` block (deduction, Celery tasks that take an
@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from memhouse.principal import Principal
+from memhouse.core.principal import Principal
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def current_meter() -> Meter | None:
     from django.db import connection
 
     if connection.in_atomic_block:
-        from memhouse.tenancy import current_account_id
+        from memhouse.core.tenancy import current_account_id
 
         account_id = current_account_id()
         if account_id is not None:

@@ -1,0 +1,3 @@
+"""The agent surfaces over MCP: the tools (tools.py), the stdio server (server.py) and the
+Streamable HTTP transport at /mcp/ (http.py).
+"""
