@@ -73,6 +73,7 @@ DOCUMENT_OUTCOME: dict[str, Any] = {
                              revalidate_after="2027-03-01T10:00:00+00:00")],
     "refused": [],
     "not_visible": {"count": 1, "states": {"held": 1}},
+    "error": None,  # a set-aside version's reason: too_many_statements, processing_failed
 }
 
 CANDIDATE: dict[str, Any] = {
@@ -108,10 +109,12 @@ RETRIEVAL: dict[str, Any] = {
 }
 
 TURN = "I went to a LGBTQ support group yesterday and it was so powerful."
+NEXT_TURN = "It was so powerful, I'm going again next week with my friend Jo."
 CITATION: dict[str, Any] = {"id": K1, "type": "knowledge", "statement": STATEMENT, "kind": "event",
             "scope": "/demo", "subject_peer_key": "caroline", "confidence": 0.9,
             "state": "active", "possibly_outdated": None, "when": "7 May 2023",
-            "source_turn": f'[8 May 2023] Caroline: "{TURN}"'}
+            "source_turn": f'[8 May 2023] Caroline: "{TURN}"',
+            "follow_up_turn": f'[8 May 2023] Caroline: "{NEXT_TURN}"'}
 
 VERSION: dict[str, Any] = {"document_id": DOC, "version": 1, "version_id": VER,
            "sha256": "bbc9820ac308b75a1dc04328dfdbe0c70260de2f2023acd9ec79d20359b2c126",
