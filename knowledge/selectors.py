@@ -334,17 +334,26 @@ def knowledge_listing(*, reader: Reader, scope: Scope | None = None,
     return KnowledgePage(rows, encode_cursor(rows[-1].updated_at, rows[-1].pk) if more else None)
 
 
+def _inspectable(reader: Reader, *, as_subject: bool = False, as_curator: bool = False,
+                 as_admin: bool = False) -> QuerySet[Knowledge]:
+    """The statements some state filter of the listing would show this reader in a scope
+    it may read: GET /knowledge/<id>'s rule, also for whole sources (document text,
+    message outcomes)."""
+    states = tuple(sorted(_listable_states(as_subject=as_subject, as_curator=as_curator,
+                                           as_admin=as_admin)))
+    return (Knowledge.objects.filter(account_id=reader.account_id)
+            .filter(readable_scopes_q(reader))
+            .filter(listing_q(reader, states=states, as_subject=as_subject,
+                              as_curator=as_curator, as_admin=as_admin)))
+
+
 def knowledge_listed(*, reader: Reader, knowledge_id: uuid.UUID,
                      as_subject: bool = False, as_curator: bool = False,
                      as_admin: bool = False) -> Knowledge:
     """One statement, visible exactly when some state filter of the listing would show it
     to this reader in a scope it may read; otherwise the same 404 as an unknown id."""
-    states = tuple(sorted(_listable_states(as_subject=as_subject, as_curator=as_curator,
-                                           as_admin=as_admin)))
-    item = (Knowledge.objects.filter(account_id=reader.account_id, pk=knowledge_id)
-            .filter(readable_scopes_q(reader))
-            .filter(listing_q(reader, states=states, as_subject=as_subject,
-                              as_curator=as_curator, as_admin=as_admin))
+    item = (_inspectable(reader, as_subject=as_subject, as_curator=as_curator,
+                         as_admin=as_admin).filter(pk=knowledge_id)
             .select_related("subject_peer", "scope", "held_scope").first())
     if item is None:
         raise NotFound("knowledge")
@@ -424,10 +433,7 @@ def documents_listing(*, reader: Reader, scope_path: str | None = None,
     withheld: frozenset[uuid.UUID] = frozenset()
     if with_text and not reads_every_text:
         owned = {d.id for d, _ in items if d.peer_id == reader.peer_id}
-        states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
-        visible = (Knowledge.objects.filter(account_id=reader.account_id)
-                   .filter(readable_scopes_q(reader))
-                   .filter(listing_q(reader, states=states, as_subject=as_subject)))
+        visible = _inspectable(reader, as_subject=as_subject)
         hidden = (KnowledgeSource.objects
                   .filter(document_version_id__in=[v.pk for d, v in items if d.id not in owned])
                   .filter(~Exists(visible.filter(id=OuterRef("knowledge_id"))))
@@ -504,6 +510,17 @@ def version_error(version: DocumentVersion) -> str | None:
     return PROCESSING_FAILED
 
 
+def _index_pending(account_id: uuid.UUID, derived_from: Q, message_ids: list[Any]) -> int:
+    """Once the pipeline is done with some sources: how many of them (messages) and of the
+    statements drawn from them (`derived_from`, a KnowledgeSource filter) are not indexed
+    yet (knowledge.indexing)."""
+    if not indexing.registered():
+        return 0
+    statements = list(KnowledgeSource.objects.filter(derived_from, account_id=account_id)
+                      .values_list("knowledge_id", flat=True))
+    return indexing.pending(account_id, knowledge_ids=statements, message_ids=message_ids)
+
+
 def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> int:
     """How many of these messages the pipeline has neither processed nor set aside, or,
     once none is left, how many of them and their statements are not indexed yet."""
@@ -511,11 +528,7 @@ def messages_pending(*, account_id: uuid.UUID, message_ids: Iterable[Any]) -> in
     waiting = Message.objects.filter(account_id=account_id, pk__in=ids,
                                      extracted_at__isnull=True,
                                      extraction_failed_at__isnull=True).count()
-    if waiting or not indexing.registered():
-        return waiting
-    statements = list(KnowledgeSource.objects.filter(account_id=account_id, message_id__in=ids)
-                      .values_list("knowledge_id", flat=True))
-    return indexing.pending(account_id, knowledge_ids=statements, message_ids=ids)
+    return waiting or _index_pending(account_id, Q(message_id__in=ids), ids)
 
 
 def versions_pending(*, account_id: uuid.UUID, version_ids: Iterable[Any]) -> int:
@@ -527,12 +540,7 @@ def versions_pending(*, account_id: uuid.UUID, version_ids: Iterable[Any]) -> in
                                              tombstoned_at__isnull=True,
                                              processed_at__isnull=True,
                                              processing_failed_at__isnull=True).count()
-    if waiting or not indexing.registered():
-        return waiting
-    statements = list(KnowledgeSource.objects.filter(account_id=account_id,
-                                                     document_version_id__in=ids)
-                      .values_list("knowledge_id", flat=True))
-    return indexing.pending(account_id, knowledge_ids=statements, message_ids=[])
+    return waiting or _index_pending(account_id, Q(document_version_id__in=ids), [])
 
 
 def message_for_read(*, reader: Reader, message_id: uuid.UUID) -> Message:
@@ -584,11 +592,8 @@ def _source_outcomes(*, by_id: dict[uuid.UUID, tuple[str, Reader, bool]], source
         entry[2].update(k for k, _, _ in derived[pk])
     readable: dict[tuple[Any, ...], set[uuid.UUID]] = {}
     for reader_key, (reader, as_subject, ids) in wanted.items():
-        states = tuple(lifecycle.STATES) if as_subject else tuple(LISTING_STATES)
         readable[reader_key] = set(
-            Knowledge.objects.filter(account_id=reader.account_id, pk__in=list(ids))
-            .filter(readable_scopes_q(reader))
-            .filter(listing_q(reader, states=states, as_subject=as_subject))
+            _inspectable(reader, as_subject=as_subject).filter(pk__in=list(ids))
             .values_list("pk", flat=True)) if ids else set()
     shown: set[uuid.UUID] = set().union(*readable.values())
     rows = {k.pk: k for k in Knowledge.objects.filter(pk__in=list(shown))

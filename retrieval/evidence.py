@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from knowledge.models import Knowledge, KnowledgeSource, Message
 from knowledge.selectors import visible_messages
@@ -143,6 +143,15 @@ class Turn:
     text: str
 
 
+def _quotable(reader: Reader, scope_ids: Sequence[Any]) -> QuerySet[Message]:
+    """The source-turn rule (module doc): messages the reader may see whole and that no
+    withdrawn statement came from, whoever reads."""
+    withdrawn = KnowledgeSource.objects.filter(
+        message_id=OuterRef("pk"),
+        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
+    return visible_messages(reader=reader, scope_ids=scope_ids).filter(~Exists(withdrawn))
+
+
 def source_turns(reader: Reader, scope_ids: Sequence[Any], statement_ids: Iterable[str]
                  ) -> dict[str, Turn]:
     """Per statement id, its earliest source message the reader may see and that no
@@ -150,13 +159,9 @@ def source_turns(reader: Reader, scope_ids: Sequence[Any], statement_ids: Iterab
     ids = list(dict.fromkeys(str(i) for i in statement_ids))
     if not ids:
         return {}
-    withdrawn = KnowledgeSource.objects.filter(
-        message_id=OuterRef("message_id"),
-        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
-    visible = visible_messages(reader=reader, scope_ids=scope_ids).values("id")
     rows = (KnowledgeSource.objects
-            .filter(knowledge_id__in=ids, message__isnull=False, message_id__in=visible)
-            .filter(~Exists(withdrawn))
+            .filter(knowledge_id__in=ids, message__isnull=False,
+                    message_id__in=_quotable(reader, scope_ids).values("id"))
             .order_by("knowledge_id", "message__occurred_at", "message__inserted_at",
                       "message_id")
             .values_list("knowledge_id", "message_id", "message__peer__display_name",
@@ -185,11 +190,7 @@ def follow_up(reader: Reader, scope_ids: Sequence[Any], turn: Turn) -> Turn | No
     nxt = next((mid for mid, peer in later if peer == peer_id), None)
     if nxt is None:
         return None
-    withdrawn = KnowledgeSource.objects.filter(
-        message_id=OuterRef("pk"),
-        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
-    row = (visible_messages(reader=reader, scope_ids=scope_ids).filter(pk=nxt)
-           .filter(~Exists(withdrawn))
+    row = (_quotable(reader, scope_ids).filter(pk=nxt)
            .values_list("id", "peer__display_name", "occurred_at", "text").first())
     return Turn(*row) if row is not None else None
 
