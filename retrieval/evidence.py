@@ -15,7 +15,9 @@ Statements stay immutable; everything here is rendering at read time.
   reader may see (`knowledge.selectors.visible_messages`: spoken by the reader, or every statement
   drawn from it visible to the reader - the rule the source-turn lane applies) and none
   of whose statements was refused, redacted, retracted or superseded, whoever reads: an
-  excerpt must never bring back material governance took out of circulation.
+  excerpt must never bring back material governance took out of circulation. A claim
+  refused only for carrying nothing (a fragment, small talk, noise, a repeat) took
+  nothing out of circulation and does not count.
 * **Lost detail.** Extraction rewrites a turn into short statements and moves dates into
   fields; names, objects and numbers the question asks about can be left behind.
   `lost_detail` says whether a turn holds content words its statement does not, and
@@ -44,6 +46,11 @@ from retrieval.lexical import POSTGRES_ENGLISH_STOPWORDS, normalize_term
 
 # States whose material must not come back through an excerpt of their source.
 WITHDRAWN = ("rejected", "redacted", "retracted", "superseded")
+# Refusals that say a claim carried nothing worth keeping ("Here's a pic!", "ok thanks",
+# a repeat), not that its material must stay out: such a rejected claim does not withdraw
+# its turn, whose other sentences may hold the answer ("The basil. It survived, mostly.").
+CONTENT_FREE_REFUSALS = ("f4_gate_a_fragment", "f4_gate_a_phatic", "f4_gate_a_noise",
+                         "f4_gate_a_duplicate")
 EXCERPT_CHARS = 300
 # Under a context line, a turn that adds fewer content words than this is not worth its
 # characters: the budget goes to the next line instead. Chosen by leave-one-conversation-
@@ -148,7 +155,8 @@ def _quotable(reader: Reader, scope_ids: Sequence[Any]) -> QuerySet[Message]:
     withdrawn statement came from, whoever reads."""
     withdrawn = KnowledgeSource.objects.filter(
         message_id=OuterRef("pk"),
-        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).values("id"))
+        knowledge__in=Knowledge.objects.filter(state__in=WITHDRAWN).exclude(
+            state="rejected", state_reason__in=CONTENT_FREE_REFUSALS).values("id"))
     return visible_messages(reader=reader, scope_ids=scope_ids).filter(~Exists(withdrawn))
 
 

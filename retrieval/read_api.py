@@ -37,7 +37,8 @@ class ContextApi(APIView):
     holds detail the statement lost comes that turn, dated and with its speaker
     (`  > [8 May 2023] Caroline: "..."`, at most 300 characters around the sentence nearest
     the question; once per message; only when the reader may see every statement drawn
-    from it and none was refused, redacted, retracted or superseded). Entity cards, the
+    from it and none was refused, redacted, retracted or superseded; a claim refused only as
+    a fragment, small talk or a repeat does not count). Entity cards, the
     session summary, the peer profile and scope cards follow, with a query only their
     lines that share its words. A line the text already says is left out; `left_out`
     counts what did not fit (`over_budget`, `excerpts_over_budget`), the repeats

@@ -116,3 +116,36 @@ def test_a_follow_up_the_reader_may_not_see_whole_is_left_out(live_server, chat)
     # Alice spoke it: she still sees it.
     assert "Matt Patterson" in _ask(live_server, w.agent_key, peer_key="alice",
                                     query=q)["answer"]
+
+
+def _refuse_from_performer_turn(w, statement: str, reason: str) -> None:
+    """A second claim drawn from the follow-up turn, refused by the gates with `reason`."""
+    from knowledge.lifecycle import transition
+
+    with account_context(w.account.id):
+        alice = Peer.objects.get(key="alice")
+        performer = Message.objects.get(text=PERFORMER)
+        item = services.knowledge_propose(
+            account_id=w.account.id, statement=statement, scope=w.scope,
+            subject_peer=alice, actor="system:pipeline", proposed_by=alice,
+            sources=[{"message": performer, "excerpt": PERFORMER}])
+        transition(item, "rejected", actor="system:pipeline", reason=reason)
+
+
+def test_a_claim_refused_for_carrying_nothing_does_not_withdraw_its_turn(live_server, chat):
+    # "he is so talented!" refused as a fragment takes nothing out of circulation: the
+    # turn still answers who performed.
+    w, _ids = chat
+    _refuse_from_performer_turn(w, "Alice said he is so.", "f4_gate_a_fragment")
+    body = _ask(live_server, w.agent_key, peer_key="alice",
+                query="Who performed at the concert for Alice's daughter's birthday?")
+    assert f'Alice: "{PERFORMER}"' in body["answer"]
+
+
+def test_a_claim_refused_to_keep_it_out_still_withdraws_its_turn(live_server, chat):
+    w, ids = chat
+    _refuse_from_performer_turn(w, "Alice's PIN is 4321.", "f4_gate_b_restricted_unattended")
+    body = _ask(live_server, w.agent_key, peer_key="alice",
+                query="Who performed at the concert for Alice's daughter's birthday?")
+    assert ids["concert"] in {c["id"] for c in body["citations"]}
+    assert "Matt Patterson" not in body["answer"]
