@@ -81,7 +81,8 @@ CANDIDATE: dict[str, Any] = {
     "scope": "/demo", "kind": "event", "level": "peer", "state": "active",
     "confidence": 0.9, "sensitivity": "internal",
     "relevant_from": "2023-05-07T00:00:00+00:00", "relevant_until": "2023-05-08T00:00:00+00:00",
-    "inserted_at": NOW, "when": "7 May 2023", "possibly_outdated": None, "fusion_score": 0.97,
+    "inserted_at": NOW, "when": "7 May 2023", "possibly_outdated": None, "deferred_after": None,
+    "fusion_score": 0.97,
     "scores": {"semantic": {"raw": 0.71, "normalized": 1.0, "rank": 1, "contribution": 1.0},
                "lexical": {"raw": 1.1, "normalized": 1.0, "rank": 1, "contribution": 1.0}},
 }
@@ -102,7 +103,7 @@ RETRIEVAL: dict[str, Any] = {
                             "reason_class": "applicability"}],
     "disagreement": {"pairwise_top_k_overlap": {"lexical|semantic": 0.4},
                      "mean_overlap": 0.4, "query_dependent_empty": False},
-    "reader_posture": "peer", "profile": "balanced", "profile_version": "balanced-v4",
+    "reader_posture": "peer", "profile": "balanced", "profile_version": "balanced-v5",
     "analyzer_version": "lexical-question-v2", "deadline_ms": 300, "reserved_rerank_ms": 0,
     "rerank": {"status": "not_requested"}, "elapsed_ms": 41.2,
     "page": {"limit": 10, "offset": 0, "next_offset": None},

@@ -12,6 +12,8 @@
 5. Rerank (profiles with `rerank`): the configured generation provider reorders the
    fused head within the reserved allowance, or without one MaxSim over the encoder's
    token embeddings does (retrieval.rerank).
+6. Source crowding (profiles with `repeat_deferral`): a statement whose source turn
+   already backs a higher one waits behind new turns (retrieval.crowding).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from knowledge.scope_relations import linked_scopes
 from knowledge.selectors import scope_chain, visible_knowledge
 from memhouse.core.principal import Reader
 from memhouse.core.tenancy import set_account
-from retrieval import conflicts, evidence, fusion
+from retrieval import conflicts, crowding, evidence, fusion
 from retrieval import rerank as reranker
 from retrieval.lexical import ANALYZER_VERSION, analyze
 from retrieval.profiles import QUERY_DEPENDENT, Profile, allowed
@@ -308,8 +310,12 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
                                         query=query, fused=fused, head=profile.rerank_head,
                                         maxsim_head=profile.maxsim_head,
                                         allowance_ms=reserved, lists=fused_lists)
+    # A statement from a turn already placed waits behind new turns (retrieval.crowding).
+    fused, repeats = crowding.defer_repeats(fused, wait=profile.repeat_deferral)
     page_items = fused[offset: offset + limit]
     candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
+    for c in candidates:
+        c["deferred_after"] = repeats.get(c["id"])
     # Of two claims that say otherwise, the newer first and the older marked (conflicts).
     candidates = conflicts.mark(candidates, conflicts.outdated_by(
         reader=reader, ids=[c["id"] for c in candidates], scope_ids=read_ids, at=now))

@@ -167,6 +167,11 @@ class SearchCandidate(TypedDict):
     relevant_from: str | None
     relevant_until: str | None
     inserted_at: str
+    when: str
+    possibly_outdated: str | None
+    # The id of the statement from the same source turn ranked above it, when source
+    # crowding moved this one down (retrieval.crowding); else None.
+    deferred_after: str | None
     fusion_score: float
     scores: dict[str, dict[str, Any]]
     lane: NotRequired[dict[str, Any]]

@@ -69,7 +69,7 @@ def test_search_uses_the_balanced_profile(bob, corpus):
     r = bob.get("/console/scopes/marketing/social/?q=newsletter", **HX)
     html = r.content.decode()
     assert r.status_code == 200 and "<html" not in html
-    assert "Search results for “newsletter”" in html and "Profile balanced (balanced-v4" in html
+    assert "Search results for “newsletter”" in html and "Profile balanced (balanced-v5" in html
 
 
 def test_the_knowledge_page_opens_where_the_statements_are(bob, world, corpus):

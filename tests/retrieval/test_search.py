@@ -82,7 +82,7 @@ def test_search_answers_a_question_with_the_full_diagnostics(live_server, corpus
     body = r.json()
     assert _ids(r)[0] == ids["support"]
     assert body["reader_posture"] == "peer" and body["profile"] == "balanced"
-    assert body["profile_version"] == "balanced-v4"
+    assert body["profile_version"] == "balanced-v5"
     assert body["analyzer_version"] == "lexical-question-v2"
     assert body["deadline_ms"] == 300 and body["reserved_rerank_ms"] == 0
     assert {"semantic", "lexical"} <= set(body["strategies"]["contributed"])
