@@ -75,12 +75,14 @@ BASE_PROFILES: dict[str, Profile] = {
         # v5: the said-when lane as in balanced-v4 (weight 2.0), and the second stage
         # refitted with its rank as a feature: recall@10 0.734 fused -> 0.743 cross-
         # validated, session any@5 of the top-10 sessions 0.940 (bench/README.md).
-        Profile("thorough", "thorough-v5", ALL_STRATEGIES,
+        # v6: source crowding after the rerank, as in balanced-v5: recall@10 0.737 ->
+        # 0.758, every conversation up (bench/README.md, "Source crowding").
+        Profile("thorough", "thorough-v6", ALL_STRATEGIES,
                 {"semantic": 2.0, "lexical": 1.0, "temporal": 0.6, "salience_recency": 0.3,
                  "entity_match": 0.6, "relation_expand": 0.4, "semantic.source_turns": 1.0,
                  "semantic.said_when": 2.0},
                 rerank=True, deadline_ms=1500, rerank_reserve_ms=500, maxsim_head=40,
-                head=80),
+                head=80, repeat_deferral=10),
         Profile("minimal", "minimal-v1", ("semantic", "lexical"),
                 {"semantic": 1.0, "lexical": 1.0}, deadline_ms=300, lanes=True,
                 experimental=True),

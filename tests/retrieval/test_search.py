@@ -197,7 +197,7 @@ def test_scope_profile_inherits_nearest_wins(live_server, corpus):
             settings={"retrieval_profile": "thorough",
                       "retrieval_profiles": {"thorough": {"rrf_k": 30}}})
     body = _search(live_server, w.agent_key, query="hiking").json()
-    assert body["profile"] == "thorough" and body["profile_version"].startswith("thorough-v5+")
+    assert body["profile"] == "thorough" and body["profile_version"].startswith("thorough-v6+")
     body = _search(live_server, w.agent_key, query="hiking", scope="/").json()
     assert body["profile"] == "fast"
 
