@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# The Redis hash where bench/worker_probe.py publishes each worker process's figures.
+# Keys bench/worker_probe.py writes in the broker's Redis database: each worker
+# process's figures (a hash), and the message ids of every extraction task that
+# succeeded (a list, one JSON array per task). Not queues: the idle check skips them.
 PROBE_KEY = "memhouse-bench:probe"
+EXTRACTED_KEY = "memhouse-bench:extracted"
 
 
 def log(msg: str) -> None:

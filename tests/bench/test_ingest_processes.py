@@ -53,9 +53,12 @@ def test_comparison_names_what_differs():
     assert diffs == {
         "state:active": {"reference": 2, "run": 1},
         "state:rejected": {"reference": 1, "run": 2},
-        "vectors": {"reference": 2, "run": 1},
         "transition:proposed->active:f4_gate_pass": {"reference": 2, "run": 1},
     }
+    # The indexes are compared apart: fewer vectors is no different decision.
+    assert ingest_processes.compare_outcomes(ref, _outcome(vectors=1)) == {}
+    assert ingest_processes.compare_outcomes(ref, run, ingest_processes.INDEXES) == {
+        "vectors": {"reference": 2, "run": 1}}
 
 
 def test_reference_outcome_reads_an_in_process_result():
@@ -65,7 +68,7 @@ def test_reference_outcome_reads_an_in_process_result():
                              "transition_total": 6, "transitions": []}}
     out = ingest_processes.reference_outcome(payload)
     assert out["messages_extracted"] == 9 and out["knowledge_by_state"] == {"active": 3}
-    assert set(out) == set(ingest_processes.COMPARED)
+    assert set(out) == {*ingest_processes.COMPARED, *ingest_processes.INDEXES}
 
 
 def test_feed_all_is_round_robin_over_conversations():
@@ -84,6 +87,7 @@ def test_broker_idle_only_without_queued_or_unacked_tasks():
     try:
         client.sadd("_kombu.binding.extraction", "x")  # not a queue
         client.hset(common.PROBE_KEY, "1", "{}")
+        client.rpush(common.EXTRACTED_KEY, "[]")  # the probe's list is not a queue
         assert ingest_processes.broker_idle(client)
         client.rpush("embedding", "task")
         assert not ingest_processes.broker_idle(client)
