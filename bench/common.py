@@ -93,16 +93,32 @@ def drop_database() -> None:
     if not dbname:
         return
     from django.db import connections
-    from psycopg import sql
 
     connections.close_all()
     try:
-        with _server_conn() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(dbname)))
+        drop_now(dbname)
         log(f"dropped database {dbname}")
     except Exception as exc:  # never hide the benchmark's own result behind cleanup
         log(f"could not drop {dbname}: {exc}")
+
+
+def drop_now(dbname: str, attempts: int = 10) -> None:
+    """DROP DATABASE ... WITH (FORCE) as the app role. An autovacuum worker in the
+    database (a freshly migrated one gets analysed) runs as the superuser, which the
+    app role may not terminate: the drop then fails, so try again until it has gone."""
+    import psycopg
+    from psycopg import sql
+
+    for attempt in range(attempts):
+        try:
+            with _server_conn() as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(dbname)))
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
 
 
 # ---------------------------------------------------------------------------------------

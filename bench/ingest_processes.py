@@ -41,7 +41,7 @@ from bench import common
 from bench.common import EXTRACTED_KEY, PROBE_KEY
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/9"
-START_TIMEOUT_SECONDS = 300.0  # N workers importing Django and loading the model
+START_TIMEOUT_SECONDS = 300.0  # per worker: importing Django and loading the model
 STOP_GRACE_SECONDS = 30.0      # warm shutdown, then SIGKILL
 PACE_WAIT_SECONDS = 1.0        # the paced feed's longest wait for news between checks
 IDLE_POLL_SECONDS = 0.1
@@ -89,20 +89,20 @@ class WorkerGroup:
 
     workers: list[Worker] = field(default_factory=list)
 
-    def start(self, n: int, *, env: dict[str, str], queues: list[str], log_dir: Path,
-              label: str) -> None:
-        for i in range(n):
-            name = f"bench-{label}-{i + 1}"
-            log_path = log_dir / f"{name}.log"
-            with open(log_path, "wb") as log_file:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "memhouse", "worker",
-                     "-I", "bench.worker_probe", "-Q", ",".join(queues),
-                     "--concurrency", "1", "-n", f"{name}@%h", "-l", "info"],
-                    cwd=common.REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                    stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-                    preexec_fn=_die_with_parent)
-            self.workers.append(Worker(name, proc, log_path))
+    def start_one(self, name: str, *, env: dict[str, str], queues: list[str],
+                  log_dir: Path) -> Worker:
+        log_path = log_dir / f"{name}.log"
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "memhouse", "worker",
+                 "-I", "bench.worker_probe", "-Q", ",".join(queues),
+                 "--concurrency", "1", "-n", f"{name}@%h", "-l", "info"],
+                cwd=common.REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent)
+        worker = Worker(name, proc, log_path)
+        self.workers.append(worker)
+        return worker
 
     def check_alive(self) -> None:
         for w in self.workers:
@@ -491,13 +491,10 @@ def _clone_database(template: str, name: str) -> None:
 
 def _drop_database(name: str, template: str) -> None:
     from django.db import connections
-    from psycopg import sql
 
     connections.close_all()
     connections.settings["default"]["NAME"] = template
-    with common._server_conn() as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
+    common.drop_now(name)
 
 
 def _one_run(n: int, args: argparse.Namespace, *, template: str, client: Any,
@@ -510,18 +507,24 @@ def _one_run(n: int, args: argparse.Namespace, *, template: str, client: Any,
     sampler: ActivitySampler | None = None
     try:
         t_start = time.monotonic()
-        group.start(n, env=worker_env(dbname=dbname, broker_url=args.broker_url,
-                                      threads=args.torch_threads),
-                    queues=consumed_queues(), log_dir=log_dir, label=f"n{n}")
-        while True:  # every pool process warm (model loaded) before the clock
-            group.check_alive()
-            warm = [v for v in probe_values(client).values() if v.get("warm")]
-            if len(warm) >= n:
-                break
-            if time.monotonic() - t_start > START_TIMEOUT_SECONDS:
-                raise BenchError(f"{n} workers not ready within {START_TIMEOUT_SECONDS:.0f}s "
-                                 f"({len(warm)} warm); logs in {log_dir}")
-            time.sleep(0.2)
+        env = worker_env(dbname=dbname, broker_url=args.broker_url, threads=args.torch_threads)
+        queues = consumed_queues()
+        # One after the other, each once the one before is warm (its pool process has
+        # loaded the model, so it is past start-up): every process bootstraps the embedded
+        # server on start (memhouse.core.embedded_db._bootstrap, as superuser), and four
+        # at once can fail there with "tuple concurrently updated".
+        for i in range(n):
+            group.start_one(f"bench-n{n}-{i + 1}", env=env, queues=queues, log_dir=log_dir)
+            while True:
+                group.check_alive()
+                warm = [v for v in probe_values(client).values() if v.get("warm")]
+                if len(warm) >= i + 1:
+                    break
+                if time.monotonic() - t_start > START_TIMEOUT_SECONDS * n:
+                    raise BenchError(f"{n} workers not ready within "
+                                     f"{START_TIMEOUT_SECONDS * n:.0f}s ({len(warm)} warm); "
+                                     f"logs in {log_dir}")
+                time.sleep(0.2)
         common.log(f"N={n}: {n} workers ready in {time.monotonic() - t_start:.1f}s "
                    f"(pids {[w.pid for w in group.workers]})")
 
