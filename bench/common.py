@@ -25,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Keys bench/worker_probe.py writes in the broker's Redis database: each worker
+# process's figures (a hash), and the message ids of every extraction task that
+# succeeded (a list, one JSON array per task). Not queues: the idle check skips them.
+PROBE_KEY = "memhouse-bench:probe"
+EXTRACTED_KEY = "memhouse-bench:extracted"
 
 
 def log(msg: str) -> None:
@@ -88,16 +93,32 @@ def drop_database() -> None:
     if not dbname:
         return
     from django.db import connections
-    from psycopg import sql
 
     connections.close_all()
     try:
-        with _server_conn() as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(dbname)))
+        drop_now(dbname)
         log(f"dropped database {dbname}")
     except Exception as exc:  # never hide the benchmark's own result behind cleanup
         log(f"could not drop {dbname}: {exc}")
+
+
+def drop_now(dbname: str, attempts: int = 10) -> None:
+    """DROP DATABASE ... WITH (FORCE) as the app role. An autovacuum worker in the
+    database (a freshly migrated one gets analysed) runs as the superuser, which the
+    app role may not terminate: the drop then fails, so try again until it has gone."""
+    import psycopg
+    from psycopg import sql
+
+    for attempt in range(attempts):
+        try:
+            with _server_conn() as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(dbname)))
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,6 +174,57 @@ def _server_processes(postmaster: int) -> list[tuple[int, str]]:
             continue
         procs.append((pid, cmd))
     return procs
+
+
+def process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name (fields[11:15] = utime stime cutime cstime)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()
+
+
+def child_pids(pid: int) -> list[int]:
+    """Live children of `pid`, forked by any of its threads."""
+    out: list[int] = []
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError, PermissionError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with (contextlib.suppress(FileNotFoundError, ProcessLookupError),
+                  open(f"/proc/{pid}/task/{tid}/children") as fh):
+                out.extend(int(c) for c in fh.read().split())
+    return out
+
+
+def tree_cpu(pid: int) -> tuple[float, float] | None:
+    """user+sys seconds of a process and of its descendants: (its own, the descendants'
+    live and reaped: cutime/cstime count children it has waited for). None when `pid` is
+    gone. A descendant that exits between two reads is counted in its parent's cutime
+    the next time, once reaped."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = _stat_fields(pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    own = sum(int(x) for x in fields[11:13]) / tick
+    below = sum(int(x) for x in fields[13:15]) / tick
+    for child in child_pids(pid):
+        sub = tree_cpu(child)
+        if sub is not None:
+            below += sub[0] + sub[1]
+    return own, below
+
+
+def postgres_cpu() -> float | None:
+    """user+sys seconds of this benchmark's PostgreSQL server: the postmaster, its live
+    children, and the children it has reaped (cutime/cstime: backends that closed)."""
+    pid = _postmaster_pid()
+    if pid is None:
+        return None
+    cpu = tree_cpu(pid)
+    return None if cpu is None else cpu[0] + cpu[1]
 
 
 class MemorySampler:
@@ -413,26 +485,14 @@ def attach_locomo(convs: list[Conversation], *, account_name: str = "LoCoMo benc
     return account.id
 
 
-def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
-                  account_name: str = "LoCoMo bench", workers: int = 1
-                  ) -> tuple[Any, dict[str, Any]]:
-    """Every turn as a Message through messages_ingest (eager pipeline). Returns the
-    Account id and the ingest statistics (see bench/README.md for the keys)."""
-    from django.db import connection
-
+def locomo_account(convs: list[Conversation], *, account_name: str = "LoCoMo bench"
+                   ) -> tuple[Any, Any]:
+    """The bench Account: one scope per conversation, one human peer per speaker, and
+    the agent peer `bench-importer` whose principal posts every batch. Fills each
+    conversation's scope and peer keys; returns (account id, principal)."""
     from knowledge import services
-    from knowledge.ingest.services import IncomingMessage, messages_ingest
-    from knowledge.models import Knowledge, KnowledgeSource, Message
     from memhouse.core.principal import Principal
     from memhouse.core.tenancy import account_context
-    from retrieval.embedding import get_embedder
-    from retrieval.models import EntityMention, KnowledgeVector
-
-    t0 = time.monotonic()
-    embedder = get_embedder()
-    embedder.embed_documents(["warm up the embedding model"])
-    model_load_s = time.monotonic() - t0
-    log(f"embedder {embedder.identity.key} loaded in {model_load_s:.1f}s")
 
     account = services.account_create(name=account_name, slug=_slug(account_name))
     account_id = account.id
@@ -450,6 +510,48 @@ def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
                 conv.peer_keys[name] = key
     principal = Principal(account_id=account_id, peer=importer, via="api_key",
                           scope_paths=("/",), act_for_all=True)
+    return account_id, principal
+
+
+def session_batches(conv: Conversation, batch_size: int = 100) -> list[tuple[int, list[Any]]]:
+    """A conversation's `messages_ingest` batches in order: (session, IncomingMessages),
+    one per session, split at `batch_size`; empty turns left out."""
+    from knowledge.ingest.services import IncomingMessage
+
+    by_session: dict[int, list[Turn]] = defaultdict(list)
+    for t in conv.turns:
+        by_session[t.session].append(t)
+    out: list[tuple[int, list[Any]]] = []
+    for session, turns in sorted(by_session.items()):
+        for i in range(0, len(turns), batch_size):
+            out.append((session, [IncomingMessage(
+                text=t.text, occurred_at=t.occurred_at,
+                client_message_id=f"{conv.sample_id}:{t.dia_id}",
+                peer_key=conv.peer_keys[t.speaker], metadata={"dia_id": t.dia_id})
+                for t in turns[i:i + batch_size] if t.text.strip()]))
+    return out
+
+
+def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
+                  account_name: str = "LoCoMo bench", workers: int = 1
+                  ) -> tuple[Any, dict[str, Any]]:
+    """Every turn as a Message through messages_ingest (eager pipeline). Returns the
+    Account id and the ingest statistics (see bench/README.md for the keys)."""
+    from django.db import connection
+
+    from knowledge.ingest.services import messages_ingest
+    from knowledge.models import Knowledge, KnowledgeSource, Message
+    from memhouse.core.tenancy import account_context
+    from retrieval.embedding import get_embedder
+    from retrieval.models import EntityMention, KnowledgeVector
+
+    t0 = time.monotonic()
+    embedder = get_embedder()
+    embedder.embed_documents(["warm up the embedding model"])
+    model_load_s = time.monotonic() - t0
+    log(f"embedder {embedder.identity.key} loaded in {model_load_s:.1f}s")
+
+    account_id, principal = locomo_account(convs, account_name=account_name)
 
     total = sum(len(c.turns) for c in convs)
     done = 0
@@ -458,32 +560,22 @@ def ingest_locomo(convs: list[Conversation], *, batch_size: int = 100,
 
     def ingest_conversation(conv: Conversation) -> None:
         nonlocal done
-        by_session: dict[int, list[Turn]] = defaultdict(list)
-        for t in conv.turns:
-            by_session[t.session].append(t)
-        for session, turns in sorted(by_session.items()):
-            for i in range(0, len(turns), batch_size):
-                chunk = turns[i:i + batch_size]
-                msgs = [IncomingMessage(text=t.text, occurred_at=t.occurred_at,
-                                        client_message_id=f"{conv.sample_id}:{t.dia_id}",
-                                        peer_key=conv.peer_keys[t.speaker],
-                                        metadata={"dia_id": t.dia_id})
-                        for t in chunk if t.text.strip()]
-                bt = time.monotonic()
-                with account_context(account_id):
-                    # on_commit hooks (the eager pipeline) run when this block commits.
-                    messages_ingest(principal=principal, scope_path=conv.scope_path,
-                                    messages=msgs,
-                                    session_id=f"{conv.sample_id}:session_{session}")
-                elapsed = time.monotonic() - bt
-                with lock:
-                    done += len(msgs)
-                    batches.append({"conversation": conv.sample_id, "session": session,
-                                    "messages": len(msgs), "seconds": round(elapsed, 3)})
-                    rate = done / (time.monotonic() - started)
-                    log(f"ingest {conv.sample_id} session {session}: {len(msgs)} msgs in "
-                        f"{elapsed:.2f}s ({len(msgs) / elapsed:.1f}/s) - {done}/{total} "
-                        f"overall {rate:.1f} msgs/s")
+        for session, msgs in session_batches(conv, batch_size):
+            bt = time.monotonic()
+            with account_context(account_id):
+                # on_commit hooks (the eager pipeline) run when this block commits.
+                messages_ingest(principal=principal, scope_path=conv.scope_path,
+                                messages=msgs,
+                                session_id=f"{conv.sample_id}:session_{session}")
+            elapsed = time.monotonic() - bt
+            with lock:
+                done += len(msgs)
+                batches.append({"conversation": conv.sample_id, "session": session,
+                                "messages": len(msgs), "seconds": round(elapsed, 3)})
+                rate = done / (time.monotonic() - started)
+                log(f"ingest {conv.sample_id} session {session}: {len(msgs)} msgs in "
+                    f"{elapsed:.2f}s ({len(msgs) / elapsed:.1f}/s) - {done}/{total} "
+                    f"overall {rate:.1f} msgs/s")
 
     def worker(queue: list[Conversation]) -> None:
         # Like one Celery worker process: its own connection, conversations in turn.

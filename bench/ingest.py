@@ -4,19 +4,20 @@
         --out bench/results/ingest.json [--limit-conversations N] [--keep-db]
     .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
         --out bench/results/ingest_long.json --long-texts [--profile FILE]
+    .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
+        --out bench/results/ingest_processes.json --processes 1,2,4
 
 Every turn becomes a Message (one Account, one scope /locomo/<sample_id> per conversation,
 peers = the two speakers), ingested per session through knowledge.ingest.services.
 messages_ingest with the eager Celery setting, so each batch runs extraction, gates and
-embedding before the call returns. Output keys: see bench/README.md.
+embedding before the call returns. With --processes the pipeline runs in real Celery
+worker processes instead (bench/ingest_processes.py). Output keys: see bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -55,8 +56,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None,
                     help="--long-texts: write a cProfile of the largest size's runs here "
                          "(read with python -m pstats)")
+    ap.add_argument("--processes", default=None,
+                    help="process counts, e.g. 1,2,4: for each, N real Celery worker "
+                         "processes (`celery -A memhouse worker`, concurrency 1, every "
+                         "queue) against Redis and this PostgreSQL do the pipeline; "
+                         "messages/s and CPU per process (bench/README.md, 'Worker "
+                         "processes')")
+    ap.add_argument("--feed", choices=("paced", "all"), default="paced",
+                    help="--processes: post a conversation's next batch when its previous "
+                         "one is extracted (paced: the in-process decisions), or every "
+                         "batch at once (all)")
+    ap.add_argument("--broker-url", default="redis://127.0.0.1:6379/9",
+                    help="--processes: the Redis database of the runs (purged before and "
+                         "after each)")
+    ap.add_argument("--reference", default="",
+                    help="--processes: compare with this in-process ingest.json instead of "
+                         "running the in-process bench first; 'none' for no comparison")
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="--processes: seconds one run (and the reference) may take before "
+                         "the bench stops its workers and fails")
+    ap.add_argument("--worker-logs", default=None,
+                    help="--processes: directory for the workers' logs (default: a new "
+                         "temporary directory, named in the output)")
     args = ap.parse_args(argv)
 
+    if args.processes:
+        from bench import ingest_processes
+
+        args.db_name = args.db_name if args.db_name != "ingest" else "ingest_procs"
+        return ingest_processes.main(args)
     dbname = common.bootstrap(args.db_name, keep_db=args.keep_db)
     if args.long_texts:
         return _long_texts(args, dbname)
@@ -68,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_start = os.getloadavg()
     convs = common.load_locomo(args.dataset, args.limit_conversations)
     common.log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
-    cpu0, pg0 = _process_cpu(), _postgres_cpu()
+    cpu0, pg0 = common.process_cpu(), common.postgres_cpu()
     account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size,
                                               workers=args.workers)
-    cpu1, pg1 = _process_cpu(), _postgres_cpu()
+    cpu1, pg1 = common.process_cpu(), common.postgres_cpu()
     # CPU seconds, unlike wall, barely depend on what else loads the shared machine.
     stats["python_cpu_seconds"] = round(cpu1 - cpu0, 2)
     stats["python_cpu_ms_per_message"] = round(1000 * (cpu1 - cpu0) / stats["messages"], 2)
@@ -153,11 +181,11 @@ def _long_texts(args: argparse.Namespace, dbname: str) -> int:
     embed_documents = embedder.embed_documents
 
     def timed(texts: Any, *args: Any, **kwargs: Any) -> Any:  # the encoder's own CPU
-        t = _process_cpu()
+        t = common.process_cpu()
         try:
             return embed_documents(texts, *args, **kwargs)
         finally:
-            encoder["seconds"] += _process_cpu() - t
+            encoder["seconds"] += common.process_cpu() - t
 
     embedder.embed_documents = timed  # type: ignore[method-assign,assignment]
     account = services.account_create(name="long texts", slug="long-texts")
@@ -182,7 +210,7 @@ def _long_texts(args: argparse.Namespace, dbname: str) -> int:
                 services.scope_ensure(account_id=account.id, path=path)
             encoder["seconds"] = 0.0
             profiling = size == max(sizes) and profiler is not None
-            cpu0, pg0, wall0 = _process_cpu(), _postgres_cpu(), time.monotonic()
+            cpu0, pg0, wall0 = common.process_cpu(), common.postgres_cpu(), time.monotonic()
             if profiling and profiler is not None:
                 profiler.enable()
             with account_context(account.id):  # the eager pipeline runs on commit
@@ -195,7 +223,7 @@ def _long_texts(args: argparse.Namespace, dbname: str) -> int:
                                     content=text.encode())
             if profiling and profiler is not None:
                 profiler.disable()
-            cpu1, pg1, wall1 = _process_cpu(), _postgres_cpu(), time.monotonic()
+            cpu1, pg1, wall1 = common.process_cpu(), common.postgres_cpu(), time.monotonic()
             with account_context(account.id):
                 statements = Knowledge.objects.filter(scope__path=path).count()
             row: dict[str, Any] = {"kind": kind, "size": size, "characters": len(text),
@@ -226,37 +254,6 @@ def _long_texts(args: argparse.Namespace, dbname: str) -> int:
                    **threads, "loadavg": os.getloadavg()},
     })
     return 0
-
-
-def _process_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _postgres_cpu() -> float | None:
-    """user+sys seconds of this benchmark's PostgreSQL server: the postmaster, its live
-    children, and the children it has reaped (cutime/cstime: backends that closed)."""
-    pid = common._postmaster_pid()
-    if pid is None:
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def stat(p: int) -> list[str]:
-        with open(f"/proc/{p}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()
-
-    try:
-        fields = stat(pid)  # fields[11:15] = utime stime cutime cstime
-        total = sum(int(x) for x in fields[11:15])
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            children = [int(c) for c in fh.read().split()]
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    for child in children:
-        # One that exited in between is counted in the postmaster's cutime next time.
-        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-            total += sum(int(x) for x in stat(child)[11:13])
-    return total / tick
 
 
 def _extractor_name() -> str:

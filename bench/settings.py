@@ -16,3 +16,7 @@ if not _bench_db:
 DATABASES["default"]["NAME"] = _bench_db
 # Benchmarks run outside requests; the engine's strategy threads open their own connections.
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# The workers of `bench/ingest.py --processes` load the embedding model before they
+# report ready (bench/worker_probe.py); on a loaded machine that takes longer than
+# Celery's default 4 s, after which the pool would kill and restart the process.
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120.0
