@@ -69,7 +69,21 @@ def _connect_superuser(db: EmbeddedDatabase, dbname: str):  # type: ignore[no-un
     )
 
 
+# pg_advisory_lock key that serialises bootstrap across processes ("MHBOOT").
+BOOTSTRAP_LOCK = 0x4D48424F4F54
+
+
 def _bootstrap(db: EmbeddedDatabase) -> None:
+    """Create the role and database and run the superuser steps, one process at a time:
+    `serve` and its workers (or several bench workers) start together on one server, and
+    two concurrent GRANT / ALTER FUNCTION on the same row fail with "tuple concurrently
+    updated". The lock is released when its connection closes, whatever happens."""
+    with _connect_superuser(db, "postgres") as guard:
+        guard.execute("SELECT pg_advisory_lock(%s)", [BOOTSTRAP_LOCK])
+        _bootstrap_steps(db)
+
+
+def _bootstrap_steps(db: EmbeddedDatabase) -> None:
     from psycopg import sql
 
     with _connect_superuser(db, "postgres") as conn:

@@ -145,3 +145,33 @@ def test_a_test_run_stops_the_server_it_started_but_not_one_already_running(
     run = _pytest(data_dir)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
     assert pid in postgres_pids(data_dir)
+
+
+def test_processes_starting_together_bootstrap_one_at_a_time():
+    """serve and its workers start together on one embedded server: their superuser
+    bootstrap steps (GRANT, ALTER FUNCTION ... LEAKPROOF) must not run concurrently, which
+    PostgreSQL refuses with "tuple concurrently updated"."""
+    import threading
+
+    from memhouse.core import embedded_db
+
+    db = embedded_db._cached  # the server the settings started for this run
+    if db is None:
+        pytest.skip("the tests run against an external DATABASE_URL")
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def boot() -> None:
+        start.wait()
+        try:
+            for _ in range(5):
+                embedded_db._bootstrap(db)
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=boot) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
