@@ -173,6 +173,8 @@ def test_a_version_cut_off_at_every_start_is_set_aside_by_the_sweeper(
     detail = api(live_server, w.agent_key, "GET", f"documents/{doc}").json()
     assert detail["processing"] == "failed"
     assert detail["versions"][0]["error"] == "crashed_repeatedly"
+    metrics = httpx.get(f"{live_server.url}/metrics", timeout=30).text
+    assert "memhouse_document_versions_dead_lettered 1.0" in metrics
     [item] = api(live_server, admin, "GET", "admin/dead-letters").json()["items"]
     assert (item["kind"], item["id"], item["document_id"], item["version"]) == (
         "document_version", version_id, doc, 1)
