@@ -97,7 +97,8 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
 
     Each start is counted first, committed before the work (the crash counter): a
     message whose processing keeps being cut off is set aside after
-    MEMHOUSE_MAX_INGEST_ATTEMPTS starts instead of being processed again."""
+    MEMHOUSE_MAX_INGEST_ATTEMPTS starts instead of being processed again (a batch's
+    messages start together; with a model, each just before its turn)."""
     from governance.intake.pipeline import (
         batches_messages,
         enqueue_embedding,
@@ -107,10 +108,14 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
     )
     from knowledge.ingest.dead_letter import mark_extraction_failed, start_messages
 
-    message_ids = start_messages(account_id, message_ids)
-    if not message_ids:
-        return 0  # done, set aside or gone meanwhile
-    if batches_messages():
+    # The batch path works on every message at once, so they all start now; a model goes
+    # one message at a time, so each counts its own start just before its turn (a long
+    # batch does not charge the messages it has not reached yet).
+    batched = batches_messages()
+    if batched:
+        message_ids = start_messages(account_id, message_ids)
+        if not message_ids:
+            return 0  # done, set aside or gone meanwhile
         try:
             outcome, failed = process_messages_batch(account_id, message_ids)
         except OperationalError:
@@ -124,6 +129,8 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
             return outcome.proposed
     proposed, kept = 0, []
     for mid in message_ids:
+        if not batched and not start_messages(account_id, [mid]):
+            continue  # done, set aside or gone meanwhile
         try:
             one = process_message(account_id, mid, embed=False)
         except OperationalError:

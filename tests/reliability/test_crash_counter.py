@@ -265,3 +265,34 @@ def test_a_task_delivered_again_past_the_cap_sets_its_source_aside(
         assert version.processing_error.startswith("crashed_repeatedly:")
         assert not Knowledge.objects.exists()
 
+
+
+def test_a_model_batch_counts_each_message_when_its_turn_comes(
+        committed_world: Any, fake_openai: Any) -> None:
+    """With a model the batch goes one message at a time: a message counts its start
+    just before its own model call, so a worker killed on the first message has not
+    charged the ones after it (they go back with their attempts untouched)."""
+    from governance.tasks import process_messages
+    from tests.fake_llm import Reply, ok
+
+    w = committed_world
+    with account_context(w.account.id):
+        ids = [str(Message.objects.create(account=w.account, peer=w.subject, scope=w.root,
+                                          text=text, occurred_at=timezone.now()).pk)
+               for text in ("I adopted a rescue greyhound named Pixel.",
+                            "I started learning the cello.")]
+    seen: list[list[int]] = []
+
+    def answer(request: dict[str, Any]) -> Reply:
+        # What the database holds while the model works on a message (a fresh
+        # connection of this server thread, as another process would see it).
+        from django.db import connection as thread_connection
+
+        with account_context(w.account.id):
+            seen.append([Message.objects.get(pk=i).extraction_attempts for i in ids])
+        thread_connection.close()
+        return ok({"claims": []})
+
+    fake_openai.default = answer
+    process_messages(str(w.account.id), ids)
+    assert seen == [[1, 0], [1, 1]]
