@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from governance import selectors, services
 from governance.models import PeerQuestion, Validation
-from knowledge.models import Knowledge
+from knowledge.models import Knowledge, Message
 from knowledge.presenters import iso as _ts
 from knowledge.presenters import knowledge_out
 from memhouse.core.errors import ApplicationError
@@ -416,33 +416,64 @@ class ErasureApi(APIView):
             "versions_deleted": outcome.deleted_versions}}, status=200)
 
 
-# --- operators: dead-lettered messages --------------------------------------------------
+# --- operators: dead letters -----------------------------------------------------------
 
 class DeadLettersApi(APIView):
-    """GET ?cursor&limit: messages whose extraction failed, newest failure first
-    (account administrators; ids, times and the error, never the text)."""
+    """GET ?kind&cursor&limit: messages and document versions set aside (dead-lettered),
+    newest failure first, in the administrator's Account and scopes. `kind` (`message`
+    or `document_version`) keeps one kind. Each item has the same keys: `kind`, `id`
+    (the message's or the version's), `error` (a code: `extraction_failed`,
+    `processing_failed`, `too_many_statements` or `crashed_repeatedly`),
+    `error_message` (for a person), `failed_at` and `attempts` (times its processing
+    started since it was stored or last retried), with the message's or the document's
+    ids; never the text or a document's title."""
 
     permission_classes = [IsAccountAdmin]
 
     def get(self, request: Request) -> Response:
         from knowledge.ingest import dead_letter
 
-        p = principal_of(request)
-        qs = dead_letter.dead_letters(p.account_id).select_related("peer", "scope")
-        page = selectors.paginate(qs, time_field="extraction_failed_at", **_page_args(request))
-        return Response({"items": [dead_letter.dead_letter_out(m) for m in page.items],
+        page = selectors.dead_letters(principal=principal_of(request),
+                                      kind=request.query_params.get("kind") or None,
+                                      **_page_args(request))
+        return Response({"items": [dead_letter.dead_letter_out(row)
+                                   if isinstance(row, Message)
+                                   else dead_letter.dead_version_out(row)
+                                   for row in page.items],
                          "next_cursor": page.next_cursor})
 
 
 class DeadLetterRetryApi(APIView):
-    """POST: clear the mark and extract the message again (202; it may fail again)."""
+    """POST: clear the mark and extract the message again (202; it may fail again). The
+    attempt count starts again; the audit entry (`message.extraction_retried`, in the
+    administrator's name) keeps the old one. 409 `not_dead_lettered` for a message that
+    is not set aside; 404 for one that is not in this Account (or the administrator's
+    scopes)."""
 
     permission_classes = [IsAccountAdmin]
 
     def post(self, request: Request, message_id: uuid.UUID) -> Response:
         from knowledge.ingest import dead_letter
 
-        p = principal_of(request)
-        msg = dead_letter.retry(account_id=p.account_id, message_id=message_id,
-                                actor=f"peer:{p.peer.key}" if p.peer else "api")
-        return Response({"id": str(msg.pk), "status": "queued"}, status=202)
+        msg = dead_letter.retry(principal=principal_of(request), message_id=message_id)
+        return Response({"kind": "message", "id": str(msg.pk), "status": "queued"},
+                        status=202)
+
+
+class DeadVersionRetryApi(APIView):
+    """POST: clear the mark and process the document version again (202; it may fail
+    again), as a message's retry. A version a newer processed version of its document
+    has replaced meanwhile is marked processed without writing anything. 409
+    `not_dead_lettered` for a version that is not set aside; 404 for one that is not in
+    this Account (or the administrator's scopes) or whose document was deleted."""
+
+    permission_classes = [IsAccountAdmin]
+
+    def post(self, request: Request, version_id: uuid.UUID) -> Response:
+        from knowledge.ingest import dead_letter
+
+        version = dead_letter.retry_version(principal=principal_of(request),
+                                            version_id=version_id)
+        return Response({"kind": "document_version", "id": str(version.pk),
+                         "document_id": str(version.document_id),
+                         "version": version.number, "status": "queued"}, status=202)

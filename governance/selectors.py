@@ -186,3 +186,39 @@ def question_for_me(*, principal: Principal, question_id: uuid.UUID) -> PeerQues
     if q is None:
         raise NotFound("question")
     return q
+
+
+# --- operators: dead letters -------------------------------------------------------------
+
+DEAD_LETTER_KINDS = ("message", "document_version")
+
+
+def dead_letters(*, principal: Principal, kind: str | None = None, cursor: str | None = None,
+                 limit: int = DEFAULT_LIMIT) -> Page:
+    """Messages and document versions set aside in the administrator's Account (and
+    scopes), newest failure first: one keyset over both tables on (failed at, id), so a
+    cursor pages through them as through one list."""
+    from knowledge.ingest import dead_letter
+
+    if kind and kind not in DEAD_LETTER_KINDS:
+        raise ApplicationError("invalid_kind", "kind is 'message' or 'document_version'")
+    parts: list[tuple[QuerySet[Any], str]] = []
+    if kind in (None, "", "message"):
+        parts.append((dead_letter.dead_letters_for(principal).select_related("peer", "scope"),
+                      "extraction_failed_at"))
+    if kind in (None, "", "document_version"):
+        parts.append((dead_letter.dead_versions_for(principal)
+                      .select_related("document__scope", "document__peer")
+                      .defer("blob", "text"), "processing_failed_at"))
+    at, pk = decode_cursor(cursor) if cursor else (None, None)
+    rows: list[tuple[Any, uuid.UUID, Any]] = []
+    for qs, time_field in parts:
+        if at is not None:
+            qs = qs.filter(Q(**{f"{time_field}__lt": at}) | Q(**{time_field: at, "id__lt": pk}))
+        rows += [(getattr(row, time_field), row.pk, row)
+                 for row in qs.order_by(f"-{time_field}", "-id")[: limit + 1]]
+    rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page([row for _, _, row in rows],
+                encode_cursor(rows[-1][0], rows[-1][1]) if more else None)

@@ -93,7 +93,12 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
     one at a time, so the poison one is set aside (dead-lettered) and the rest are
     extracted. A model-backed extractor always goes one message at a time: each model
     call then sees the statements of the messages before it, and a crash repeats at
-    most one (billed) call."""
+    most one (billed) call.
+
+    Each start is counted first, committed before the work (the crash counter): a
+    message whose processing keeps being cut off is set aside after
+    MEMHOUSE_MAX_INGEST_ATTEMPTS starts instead of being processed again (a batch's
+    messages start together; with a model, each just before its turn)."""
     from governance.intake.pipeline import (
         batches_messages,
         enqueue_embedding,
@@ -101,9 +106,16 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
         process_message,
         process_messages_batch,
     )
-    from knowledge.ingest.dead_letter import mark_extraction_failed
+    from knowledge.ingest.dead_letter import mark_extraction_failed, start_messages
 
-    if batches_messages():
+    # The batch path works on every message at once, so they all start now; a model goes
+    # one message at a time, so each counts its own start just before its turn (a long
+    # batch does not charge the messages it has not reached yet).
+    batched = batches_messages()
+    if batched:
+        message_ids = start_messages(account_id, message_ids)
+        if not message_ids:
+            return 0  # done, set aside or gone meanwhile
         try:
             outcome, failed = process_messages_batch(account_id, message_ids)
         except OperationalError:
@@ -117,6 +129,8 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
             return outcome.proposed
     proposed, kept = 0, []
     for mid in message_ids:
+        if not batched and not start_messages(account_id, [mid]):
+            continue  # done, set aside or gone meanwhile
         try:
             one = process_message(account_id, mid, embed=False)
         except OperationalError:
@@ -136,10 +150,14 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
 def process_document_version(account_id: str, version_id: str) -> int:
     """One document version through the pipeline. A version whose processing raises (not
     the database, which retries) is set aside (`processing_failed_at`), as a poison
-    message is, so a writer waiting on it hears `failed` instead of waiting out."""
+    message is, so a writer waiting on it hears `failed` instead of waiting out. Its
+    start is counted first, as a batch of messages' is."""
     from governance.intake.pipeline import mark_version_failed
     from governance.intake.pipeline import process_document_version as run
+    from knowledge.ingest.dead_letter import start_version
 
+    if not start_version(account_id, version_id):
+        return 0  # processed, set aside, cut off too often or tombstoned
     try:
         return run(account_id, version_id).proposed
     except OperationalError:
@@ -153,28 +171,24 @@ def process_document_version(account_id: str, version_id: str) -> int:
 def sweep_unprocessed(older_than_seconds: int = 300, limit: int = 500) -> int:
     """Re-enqueue messages and live document versions whose pipeline work was lost (the
     broker down at commit, or a worker cut off by a restart): neither processed nor set
-    aside. A version that then raises is set aside like a poison message."""
+    aside, and last started (never started: stored) more than `older_than_seconds` ago.
+    A message cut off before goes alone, so a poison one is counted alone; a source
+    already started MEMHOUSE_MAX_INGEST_ATTEMPTS times is set aside (dead-lettered,
+    `crashed_repeatedly`) instead of re-enqueued. Returns how many were re-enqueued."""
     from knowledge.accounts import list_account_ids
-    from knowledge.models import DocumentVersion, Message
-    from memhouse.core.tenancy import account_context
+    from knowledge.ingest.dead_letter import sweep_account
 
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     queued = 0
     for account_id in list_account_ids():
-        with account_context(account_id):
-            ids = [str(i) for i in Message.objects.filter(
-                extracted_at__isnull=True, extraction_failed_at__isnull=True,
-                inserted_at__lte=cutoff)
-                .order_by("inserted_at").values_list("id", flat=True)[:limit]]
-            versions = [str(i) for i in DocumentVersion.objects.filter(
-                processed_at__isnull=True, processing_failed_at__isnull=True,
-                tombstoned_at__isnull=True, created_at__lte=cutoff)
-                .order_by("created_at").values_list("id", flat=True)[:limit]]
-        for start in range(0, len(ids), 50):
-            process_messages.delay(str(account_id), ids[start:start + 50])
-        for version_id in versions:
+        found = sweep_account(account_id, cutoff=cutoff, limit=limit)
+        for start in range(0, len(found.messages), 50):
+            process_messages.delay(str(account_id), found.messages[start:start + 50])
+        for message_id in found.suspects:
+            process_messages.delay(str(account_id), [message_id])
+        for version_id in found.versions:
             process_document_version.delay(str(account_id), version_id)
-        queued += len(ids) + len(versions)
+        queued += len(found.messages) + len(found.suspects) + len(found.versions)
     return queued
 
 

@@ -39,4 +39,6 @@ urlpatterns = [
     path("admin/dead-letters", api.DeadLettersApi.as_view(), name="admin-dead-letters"),
     path("admin/dead-letters/<uuid:message_id>/retry", api.DeadLetterRetryApi.as_view(),
          name="admin-dead-letter-retry"),
+    path("admin/dead-letters/document-versions/<uuid:version_id>/retry",
+         api.DeadVersionRetryApi.as_view(), name="admin-dead-version-retry"),
 ]

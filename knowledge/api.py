@@ -752,7 +752,8 @@ when the wait runs out, and carries `timed_out` and the version's `outcome`, as 
 the `statements` drawn from the version that the writer (the key's own peer) may read,
 with their ids and states (a statement an earlier version already held and this one
 still supports is named too), `refused` by reason code, `not_visible` counts and, when
-`failed`, an `error` code (`too_many_statements` or `processing_failed`). A search
+`failed`, an `error` code (`too_many_statements`, `processing_failed` or
+`crashed_repeatedly`). A search
 right after a waited write finds what was kept. Without `wait` the answer is as soon as
 the version is stored. GET /api/v1/documents/{id} shows each version's `processing`."""
 
@@ -852,7 +853,10 @@ class DocumentDetailApi(APIView):
         `failed`, an `error` code (`too_many_statements`: the version would yield more
         than MEMHOUSE_MAX_STATEMENTS_PER_VERSION statements, none was written and the
         earlier versions' statements stand, so split the document; `processing_failed`:
-        its processing raised); the top-level `processing` is the latest version's."""
+        its processing raised; `crashed_repeatedly`: its processing was cut off, a worker
+        killed mid-task, MEMHOUSE_MAX_INGEST_ATTEMPTS times); the top-level `processing`
+        is the latest version's. An administrator lists set-aside versions and retries
+        one under /api/v1/admin/dead-letters."""
         from knowledge import selectors
         from knowledge.ingest.services import document_for_write
 

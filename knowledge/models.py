@@ -206,7 +206,12 @@ class Message(AccountOwned):
     # The sweeper skips it until an administrator retries it; the batch goes on without it.
     extraction_failed_at = models.DateTimeField(null=True, blank=True)
     extraction_error = models.CharField(max_length=500, blank=True, default="")
+    # Crash counter: a task counts its start (committed before the work) and stamps the
+    # time, so a message whose processing keeps being cut off (a worker killed mid-task)
+    # is set aside after MEMHOUSE_MAX_INGEST_ATTEMPTS starts instead of swept for ever.
+    # An administrator's retry starts the count again (the audit entry keeps the old one).
     extraction_attempts = models.PositiveIntegerField(default=0)
+    extraction_started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "memhouse_message"
@@ -258,6 +263,9 @@ class DocumentVersion(AccountOwned):
     # set aside with the error's class and message, never a traceback.
     processing_failed_at = models.DateTimeField(null=True, blank=True)
     processing_error = models.CharField(max_length=500, blank=True, default="")
+    # The crash counter, as a message's extraction_attempts / extraction_started_at.
+    processing_attempts = models.PositiveIntegerField(default=0)
+    processing_started_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "memhouse_document_version"

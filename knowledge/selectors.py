@@ -494,20 +494,33 @@ def version_processing(version: DocumentVersion) -> str:
     return QUEUED
 
 
-# Why a version was set aside, as a code its writer can act on: it would yield more
-# statements than MEMHOUSE_MAX_STATEMENTS_PER_VERSION (split the document), or its
-# processing raised (an administrator reads the error in the log).
+# Why a source was set aside, as a code its writer can act on: a version would yield
+# more statements than MEMHOUSE_MAX_STATEMENTS_PER_VERSION (split the document); its
+# processing (a message's extraction) raised (an administrator reads the error in
+# GET /api/v1/admin/dead-letters); or its processing was cut off (a worker killed
+# mid-task) MEMHOUSE_MAX_INGEST_ATTEMPTS times. A coded reason is stored as
+# "<code>: <human message>"; an exception's is "<class>: <message>".
 TOO_MANY_STATEMENTS = "too_many_statements"
 PROCESSING_FAILED = "processing_failed"
+EXTRACTION_FAILED = "extraction_failed"
+CRASHED_REPEATEDLY = "crashed_repeatedly"
+_CODED = (TOO_MANY_STATEMENTS, CRASHED_REPEATEDLY)
+
+
+def failure_reason(stored: str, *, default: str) -> tuple[str, str]:
+    """(code, human message) of a stored failure reason; `default` is the code of an
+    exception's (processing_failed for a version, extraction_failed for a message)."""
+    for code in _CODED:
+        if stored.startswith(code + ":"):
+            return code, stored[len(code) + 1:].strip()
+    return default, stored
 
 
 def version_error(version: DocumentVersion) -> str | None:
     """The code of a set-aside version's failure (never the error text); None otherwise."""
     if version_processing(version) != FAILED:
         return None
-    if version.processing_error.startswith(TOO_MANY_STATEMENTS + ":"):
-        return TOO_MANY_STATEMENTS
-    return PROCESSING_FAILED
+    return failure_reason(version.processing_error, default=PROCESSING_FAILED)[0]
 
 
 def _index_pending(account_id: uuid.UUID, derived_from: Q, message_ids: list[Any]) -> int:

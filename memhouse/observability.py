@@ -58,6 +58,11 @@ PIPELINE_LAG = Gauge("memhouse_pipeline_lag_seconds",
 DEAD_LETTERED = Gauge("memhouse_messages_dead_lettered",
                       "Messages whose extraction failed and that wait for an administrator "
                       "(GET /api/v1/admin/dead-letters); should stay 0")
+VERSIONS_DEAD_LETTERED = Gauge(
+    "memhouse_document_versions_dead_lettered",
+    "Live document versions set aside (processing raised, too many statements, or cut off "
+    "MEMHOUSE_MAX_INGEST_ATTEMPTS times) that wait for an administrator "
+    "(GET /api/v1/admin/dead-letters); should stay 0")
 
 
 class MetricsMiddleware:
@@ -193,11 +198,12 @@ def _refresh_gauges() -> None:
     from django.utils import timezone
 
     from knowledge.accounts import list_account_ids
+    from knowledge.ingest.dead_letter import dead_versions
     from knowledge.models import Message
     from memhouse.core.tenancy import account_context
 
     oldest = None
-    dead = 0
+    dead = dead_docs = 0
     for account_id in list_account_ids():
         with account_context(account_id):
             pending = Message.objects.filter(extracted_at__isnull=True)
@@ -205,10 +211,12 @@ def _refresh_gauges() -> None:
             first = pending.filter(extraction_failed_at__isnull=True).aggregate(
                 m=Min("inserted_at"))["m"]
             dead += pending.filter(extraction_failed_at__isnull=False).count()
+            dead_docs += dead_versions(account_id).count()
         if first is not None and (oldest is None or first < oldest):
             oldest = first
     PIPELINE_LAG.set((timezone.now() - oldest).total_seconds() if oldest else 0.0)
     DEAD_LETTERED.set(dead)
+    VERSIONS_DEAD_LETTERED.set(dead_docs)
 
 
 @transaction.non_atomic_requests  # each Account is entered in its own transaction

@@ -73,7 +73,9 @@ DOCUMENT_OUTCOME: dict[str, Any] = {
                              revalidate_after="2027-03-01T10:00:00+00:00")],
     "refused": [],
     "not_visible": {"count": 1, "states": {"held": 1}},
-    "error": None,  # a set-aside version's reason: too_many_statements, processing_failed
+    # a set-aside version's reason: too_many_statements, processing_failed,
+    # crashed_repeatedly
+    "error": None,
 }
 
 CANDIDATE: dict[str, Any] = {
@@ -141,7 +143,7 @@ INVITATION = {"token": "mh_5e6f7a8b9c0d_Qw3...", "expires_at": "2026-12-04T10:00
 PATH_PARAMETERS: dict[str, str] = {"knowledge_id": K1, "document_id": DOC,
                                    "question_id": QUESTION, "message_id": MSG,
                                    "person_id": PERSON_ID,
-                                   "relation_id": SCOPE_RELATION_ID}
+                                   "relation_id": SCOPE_RELATION_ID, "version_id": VER}
 
 # operationId -> {"status": success code, "request": body (when there is one),
 #                 "query": query parameters of the example request (docs/api.md only),
@@ -599,15 +601,31 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "v1_admin_dead_letters_retrieve": {
         "status": 200,
         "query": {"limit": 50},
-        "response": {"items": [{
-            "id": MSG, "client_message_id": "chat-42:7", "peer_key": "caroline",
-            "scope": "/demo", "occurred_at": NOW, "inserted_at": NOW, "failed_at": NOW,
-            "error": "OverflowError: date value out of range", "attempts": 1}],
+        "response": {"items": [
+            {"kind": "document_version", "id": VER, "scope": "/demo", "peer_key": "scribe",
+             "client_message_id": None, "document_id": DOC, "version": 2,
+             "occurred_at": None, "inserted_at": NOW, "failed_at": NOW,
+             "error": "crashed_repeatedly",
+             "error_message": "its processing started 3 times and never finished (a worker "
+                              "killed or restarted mid-task), the most "
+                              "MEMHOUSE_MAX_INGEST_ATTEMPTS allows; find the cause (often "
+                              "memory or time on this input), then retry it",
+             "attempts": 3},
+            {"kind": "message", "id": MSG, "scope": "/demo", "peer_key": "caroline",
+             "client_message_id": "chat-42:7", "document_id": None, "version": None,
+             "occurred_at": NOW, "inserted_at": NOW, "failed_at": NOW,
+             "error": "extraction_failed",
+             "error_message": "OverflowError: date value out of range", "attempts": 1}],
             "next_cursor": None},
     },
     "v1_admin_dead_letters_retry_create": {
         "status": 202,
-        "response": {"id": MSG, "status": "queued"},
+        "response": {"kind": "message", "id": MSG, "status": "queued"},
+    },
+    "v1_admin_dead_letters_document_versions_retry_create": {
+        "status": 202,
+        "response": {"kind": "document_version", "id": VER, "document_id": DOC,
+                     "version": 2, "status": "queued"},
     },
 }
 
@@ -696,7 +714,10 @@ SUMMARIES: dict[str, str] = {
     "v1_curator_knowledge_revalidation_create": "Reconfirm or retire a statement nobody else "
                                                 "can confirm, past its revalidation date",
     "v1_erasure_create": "Hard-delete a message, a document or a peer's messages (erasure)",
-    "v1_admin_dead_letters_retrieve": "Messages whose extraction failed (administrators)",
+    "v1_admin_dead_letters_retrieve": "Messages and document versions set aside "
+                                      "(dead-lettered), with why (administrators)",
     "v1_admin_dead_letters_retry_create": "Extract a dead-lettered message again",
+    "v1_admin_dead_letters_document_versions_retry_create": "Process a dead-lettered "
+                                                            "document version again",
     "v1_usage_retrieve": "Metered usage by kind since a time",
 }

@@ -350,6 +350,12 @@ MEMHOUSE_INGEST_WINDOW_SECONDS = env_int("MEMHOUSE_INGEST_WINDOW_SECONDS", 3600,
 # keeps what earlier versions hold. Split such a document (0 = no cap).
 MEMHOUSE_MAX_STATEMENTS_PER_VERSION = env_int("MEMHOUSE_MAX_STATEMENTS_PER_VERSION", 1000,
                                               minimum=0)
+# How many times a message or document version may start processing (each start is
+# counted before the work) before one whose work keeps being cut off (a worker killed or
+# restarted mid-task) is set aside as dead-lettered, error `crashed_repeatedly`, instead
+# of re-enqueued for ever by the sweeper. Every start counts, a retry after a database
+# error too; an administrator's retry (POST /api/v1/admin/dead-letters/...) starts over.
+MEMHOUSE_MAX_INGEST_ATTEMPTS = env_int("MEMHOUSE_MAX_INGEST_ATTEMPTS", 3, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMHOUSE_MAX_REQUEST_BYTES", 10 * 1024 * 1024, minimum=1024)
 
 # --- Account archives (governance/archive.py) -------------------------------------------

@@ -34,7 +34,14 @@ from knowledge.ingest.dead_letter import describe
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
 from knowledge.ingest.rule_extractor import RuleBasedExtractor
 from knowledge.lifecycle import transition
-from knowledge.models import DocumentVersion, Knowledge, KnowledgeSource, Message, Peer
+from knowledge.models import (
+    Document,
+    DocumentVersion,
+    Knowledge,
+    KnowledgeSource,
+    Message,
+    Peer,
+)
 from knowledge.selectors import TOO_MANY_STATEMENTS
 from knowledge.services import knowledge_merge_sources, knowledge_propose_many
 from memhouse.core.tenancy import account_context
@@ -565,11 +572,22 @@ def process_document_version(account_id: str | uuid.UUID, version_id: str | uuid
     # batch of messages (BatchPlacer: the same decisions as row by row); a long document
     # row by row cost some 30 queries per sentence.
     with account_context(account_id), audit.deferred(account_id):
+        # The document first (as document_delete), so its versions are written one at a
+        # time: each reads what the one before it left current.
+        list(Document.objects.select_for_update(no_key=True, of=("self",))
+             .filter(versions__pk=version_id).values_list("pk", flat=True))
         version = DocumentVersion.objects.select_for_update(no_key=True).select_related(
             "document__scope").get(pk=version_id)
-        if version.processed_at is not None:
-            return outcome  # already processed (redelivery)
+        if version.processed_at is not None or version.tombstoned_at is not None:
+            return outcome  # already processed (redelivery), or deleted meanwhile
         document = version.document
+        if DocumentVersion.objects.filter(document=document, number__gt=version.number,
+                                          processed_at__isnull=False).exists():
+            # A newer version was processed first (this one's task was lost and swept,
+            # or retried by an administrator): what it says is the document now, so this
+            # one writes nothing, or it would supersede the newer version's statements.
+            DocumentVersion.objects.filter(pk=version.pk).update(processed_at=timezone.now())
+            return outcome
         previous = (Knowledge.objects.filter(
             account_id=account_id, sources__document_version__document=document,
             state__in=sorted(lifecycle.CURRENT)).exclude(sources__document_version=version)

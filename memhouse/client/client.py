@@ -136,7 +136,8 @@ class _VersionFields(TypedDict):
 
 
 class VersionOutcome(MessageOutcome):
-    # when failed: "too_many_statements" (split the document) or "processing_failed"
+    # when failed: "too_many_statements" (split the document), "processing_failed" or
+    # "crashed_repeatedly" (an administrator may retry it: /api/v1/admin/dead-letters)
     error: str | None
 
 

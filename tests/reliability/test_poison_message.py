@@ -18,7 +18,7 @@ from django.db import connection
 
 from governance.tasks import process_messages, sweep_unprocessed
 from knowledge import services
-from knowledge.models import Message
+from knowledge.models import AuditEntry, Message
 from memhouse.core.tenancy import account_context
 from tests.reliability.helpers import api, assert_error
 
@@ -137,15 +137,21 @@ def test_a_poison_message_is_dead_lettered_and_the_batch_goes_on(live_server, pe
     listing = api(live_server, admin_key, "GET", "admin/dead-letters")
     assert listing.status_code == 200, listing.text
     [item] = listing.json()["items"]
-    assert (item["id"], item["client_message_id"], item["attempts"]) == (
-        poison_id, "poison-1", 1)
-    assert "poisoned for the test" in item["error"] and "Zanzibar" not in str(item)
+    assert (item["kind"], item["id"], item["client_message_id"], item["attempts"]) == (
+        "message", poison_id, "poison-1", 1)
+    assert item["error"] == "extraction_failed"
+    assert "poisoned for the test" in item["error_message"] and "Zanzibar" not in str(item)
     assert listing.json()["next_cursor"] is None
 
-    # Retry while the cause persists: dead-lettered again, attempts counted.
+    # Retry while the cause persists: dead-lettered again. The count starts again (one
+    # attempt since the retry); the audit entry keeps the one before it.
     again = api(live_server, admin_key, "POST", f"admin/dead-letters/{poison_id}/retry")
     assert again.status_code == 202, again.text
-    assert _states(w.account.id)["I moved to Zanzibar."] == (False, True, 2)
+    assert _states(w.account.id)["I moved to Zanzibar."] == (False, True, 1)
+    with account_context(w.account.id):
+        entry = AuditEntry.objects.filter(event_type="message.extraction_retried").get()
+        assert (entry.actor, entry.target_id, entry.payload) == (
+            "peer:dana", poison_id, {"attempts": 1, "error": "extraction_failed"})
     # The cause fixed, a retry extracts it and the listing is empty.
     with connection.cursor() as cur:
         cur.execute(UNPOISON_SQL)
@@ -153,7 +159,8 @@ def test_a_poison_message_is_dead_lettered_and_the_batch_goes_on(live_server, pe
     assert fixed.status_code == 202, fixed.text
     assert _states(w.account.id)["I moved to Zanzibar."][:2] == (True, False)
     assert api(live_server, admin_key, "GET", "admin/dead-letters").json()["items"] == []
+    # A message that is not set aside (now extracted) is refused with a code.
     assert_error(api(live_server, admin_key, "POST", f"admin/dead-letters/{poison_id}/retry"),
-                 404, "not_found")
+                 409, "not_dead_lettered")
     metrics = httpx.get(f"{live_server.url}/metrics", timeout=30).text
     assert "memhouse_messages_dead_lettered 0.0" in metrics

@@ -520,18 +520,44 @@ def _dead_letter_a_message(c: Corpus) -> str:
     return str(c.a_ids["message"])
 
 
+def _dead_letter_a_version(c: Corpus) -> str:
+    """Set Account A's document version aside (rolled back with the test)."""
+    from django.utils import timezone
+
+    from knowledge.models import DocumentVersion
+    from memhouse.core.tenancy import account_context
+
+    with account_context(c.world.account.id):
+        DocumentVersion.objects.filter(pk=c.a_ids["version"]).update(
+            processed_at=None, processing_failed_at=timezone.now(),
+            processing_error="crashed_repeatedly: test", processing_attempts=3)
+    return str(c.a_ids["version"])
+
+
 def case_dead_letters(c: Corpus, client: APIClient) -> None:
     real = _dead_letter_a_message(c)
-    r = api(client, c.keys["mel"], "GET", "admin/dead-letters", query={"limit": "200"})
-    assert r.status_code == 200 and r.json()["items"] == []
+    version = _dead_letter_a_version(c)
+    for kind in ("", "message", "document_version"):
+        r = api(client, c.keys["mel"], "GET", "admin/dead-letters",
+                query={"limit": "200", "kind": kind})
+        assert r.status_code == 200 and r.json()["items"] == []
     tenancy_ignored(c, client, c.keys["mel"], "GET", "admin/dead-letters")
     mine = api(client, c.keys["dave"], "GET", "admin/dead-letters").json()["items"]
-    assert [x["id"] for x in mine] == [real]
+    assert sorted((x["kind"], x["id"]) for x in mine) == [
+        ("document_version", version), ("message", real)]
 
 
 def case_dead_letter_retry(c: Corpus, client: APIClient) -> None:
     real = _dead_letter_a_message(c)
     path = "admin/dead-letters/{id}/retry"
+    r = no_oracle(c, client, c.keys["mel"], "POST", path, real, {})
+    assert r.status_code == 404
+    owner_sees_it(client, c.keys["dave"], "POST", path, real, {})
+
+
+def case_dead_version_retry(c: Corpus, client: APIClient) -> None:
+    real = _dead_letter_a_version(c)
+    path = "admin/dead-letters/document-versions/{id}/retry"
     r = no_oracle(c, client, c.keys["mel"], "POST", path, real, {})
     assert r.status_code == 404
     owner_sees_it(client, c.keys["dave"], "POST", path, real, {})
@@ -700,6 +726,7 @@ CASES: dict[tuple[str, str], Callable[[Corpus, APIClient], None]] = {
     ("erasure", "POST"): case_erasure,
     ("admin-dead-letters", "GET"): case_dead_letters,
     ("admin-dead-letter-retry", "POST"): case_dead_letter_retry,
+    ("admin-dead-version-retry", "POST"): case_dead_version_retry,
     ("knowledge", "GET"): case_knowledge_list,
     ("knowledge-detail", "GET"): case_knowledge_detail,
     ("readiness", "GET"): case_readiness,
@@ -876,6 +903,19 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         raises(NotFound, lambda: gs.question_for_me(principal=forged_p,
                                                     question_id=c.a_ids["question"]))
 
+    def dead_letters(c: Corpus) -> None:
+        _dead_letter_a_message(c)
+        _dead_letter_a_version(c)
+        _, b, _ = _b_context(c)
+        for kind in (None, "message", "document_version"):
+            assert gs.dead_letters(principal=b, kind=kind, limit=200).items == []
+        # A Principal naming Account A while the transaction is bound to B: RLS wins.
+        forged_p = Principal(account_id=c.world.account.id, peer=c.mel, via="api_key")
+        assert gs.dead_letters(principal=forged_p, limit=200).items == []
+        # The reason parser reads the stored text it is given, nothing else.
+        assert ksel.failure_reason("crashed_repeatedly: x", default="y") == (
+            "crashed_repeatedly", "x")
+
     def paging_helpers(c: Corpus) -> None:  # parse_limit / paginate read nothing themselves
         from knowledge.models import Knowledge
 
@@ -942,7 +982,8 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         assert isinstance(ksel.message_processing(msg), str)
         assert isinstance(ksel.version_processing(version), str)
         assert ksel.version_error(version) in (None, ksel.TOO_MANY_STATEMENTS,
-                                               ksel.PROCESSING_FAILED)
+                                               ksel.PROCESSING_FAILED,
+                                               ksel.CRASHED_REPEATEDLY)
         for out in (ksel.message_outcomes(messages=[(msg, forged(c), True)])[msg.pk],
                     ksel.version_outcomes(versions=[(version, forged(c), True)])[version.pk]):
             assert out.statements == [] and out.refused == {} and out.hidden == {}
@@ -1019,6 +1060,8 @@ def _selector_cases() -> dict[str, Callable[[Corpus], None]]:
         "governance.selectors.parse_limit": paging_helpers,
         "governance.selectors.paginate": paging_helpers,
         "governance.selectors.curator_queue": curator_queue,
+        "governance.selectors.dead_letters": dead_letters,
+        "knowledge.selectors.failure_reason": dead_letters,
         "governance.selectors.knowledge_for_curator": knowledge_for_curator,
         "governance.selectors.scope_for_curator": scope_for_curator,
         "governance.selectors.knowledge_about_me": knowledge_about_me,
