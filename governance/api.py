@@ -19,6 +19,7 @@ from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge, Message
 from knowledge.presenters import iso as _ts
 from knowledge.presenters import knowledge_out
+from memhouse.core.db_router import replica_safe
 from memhouse.core.errors import ApplicationError
 from memhouse.core.permissions import IsHuman, IsHumanCurator
 from memhouse.core.principal import Principal, principal_of
@@ -72,6 +73,7 @@ class CuratorQueueApi(APIView):
 
     permission_classes = [IsHumanCurator]
 
+    @replica_safe
     def get(self, request: Request) -> Response:
         p = principal_of(request)
         page = selectors.curator_queue(principal=p, state=request.query_params.get("state"),
@@ -229,6 +231,7 @@ class MyKnowledgeApi(APIView):
 
     permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
+    @replica_safe
     def get(self, request: Request) -> Response:
         page = selectors.knowledge_about_me(principal=principal_of(request),
                                             **_page_args(request))
@@ -321,6 +324,7 @@ class MyQuestionsApi(APIView):
 
     permission_classes = [IsHuman]  # an agent's key: 403 human_only
 
+    @replica_safe
     def get(self, request: Request) -> Response:
         page = selectors.questions_for_me(
             principal=principal_of(request),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, JsonResponse
 
@@ -36,6 +36,28 @@ def _database() -> dict[str, str]:
     except Exception:  # a probe reports, it does not raise
         checks["database"] = "unavailable"
     return checks
+
+
+def _replica() -> dict[str, str]:
+    """With DATABASE_REPLICA_URL: ``ok`` (a standby, as a role bound by row-level
+    security), ``unsafe_role`` (a superuser or BYPASSRLS role: replica reads would cross
+    Accounts; not ready), ``not_in_recovery`` (a writable server, not a standby) or
+    ``unreachable``. The last two still serve: the app never writes there, and reads go
+    to the primary while the replica cannot be reached."""
+    from memhouse.core.db_router import REPLICA, replica_configured
+
+    if not replica_configured():
+        return {}
+    try:
+        with connections[REPLICA].cursor() as cur:
+            cur.execute("SELECT rolsuper OR rolbypassrls, pg_is_in_recovery() FROM pg_roles "
+                        "WHERE rolname = current_user")
+            row = cur.fetchone()
+    except Exception:  # a probe reports, it does not raise
+        return {"replica": "unreachable"}
+    if row is None or row[0]:
+        return {"replica": "unsafe_role"}
+    return {"replica": "ok" if row[1] else "not_in_recovery"}
 
 
 def _broker() -> str:
@@ -101,12 +123,15 @@ def _beat() -> dict[str, object]:
 @transaction.non_atomic_requests
 def readyz(request: HttpRequest) -> JsonResponse:
     llm, response_format = _llm()
-    checks = {**_database(), "broker": _broker(), "embedder": _embedder(), "llm": llm}
+    checks = {**_database(), **_replica(), "broker": _broker(), "embedder": _embedder(),
+              "llm": llm}
     # "degraded" still serves: a slow full-text index, or a model server that is down for
     # now (every model feature falls back to its model-free path, call by call), as does
-    # a model whose first probe is still running. A model that takes no structured
-    # output, or refuses our key/model/URL, never will: not ready.
-    ok = all(v in ("ok", "not_used", "degraded", "probing") for v in checks.values())
+    # a model whose first probe is still running, or a replica that is down or no standby.
+    # A model that takes no structured output, or refuses our key/model/URL, never will:
+    # not ready.
+    ok = all(v in ("ok", "not_used", "degraded", "probing", "unreachable", "not_in_recovery")
+             for v in checks.values())
     return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks,
                          "llm_response_format": response_format, "beat": _beat()},
                         status=200 if ok else 503)

@@ -200,12 +200,14 @@ def _refresh_gauges() -> None:
     from knowledge.accounts import list_account_ids
     from knowledge.ingest.dead_letter import dead_versions
     from knowledge.models import Message
+    from memhouse.core.db_router import replica_reads
     from memhouse.core.tenancy import account_context
 
     oldest = None
     dead = dead_docs = 0
     for account_id in list_account_ids():
-        with account_context(account_id):
+        # Gauges tolerate the replica's lag: read there when one is configured.
+        with account_context(account_id), replica_reads(account_id):
             pending = Message.objects.filter(extracted_at__isnull=True)
             # Dead letters wait for a person, not for the pipeline: counted on their own.
             first = pending.filter(extraction_failed_at__isnull=True).aggregate(

@@ -47,6 +47,8 @@ MIDDLEWARE = [
     "memhouse.transport.AutoTransportSecurityMiddleware",
     # /static/ from STATIC_ROOT in every served mode (serve, gunicorn), before the rest.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # With a read replica: a writer's next reads wait for the replica to replay its write.
+    "memhouse.core.db_router.ReadYourWritesMiddleware",
     "memhouse.core.errors.ConflictRetryMiddleware",  # a deadlocked request runs again
     "memhouse.core.errors.ApiErrorMiddleware",  # 503 database_unavailable outside DRF views
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -113,12 +115,12 @@ TEMPLATES = [
 DATA_DIR = Path(env_str("MEMHOUSE_DATA_DIR", "")) if env_str("MEMHOUSE_DATA_DIR") else None
 
 
-def _database_from_url(url: str) -> dict[str, object]:
+def _database_from_url(url: str, name: str = "DATABASE_URL") -> dict[str, object]:
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql"}:
         from django.core.exceptions import ImproperlyConfigured
 
-        raise ImproperlyConfigured("DATABASE_URL must be a postgresql:// URL")
+        raise ImproperlyConfigured(f"{name} must be a postgresql:// URL")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parsed.path.lstrip("/")) or "memhouse",
@@ -146,6 +148,29 @@ MEMHOUSE_WRITE_CONFLICT_RETRIES = env_int("MEMHOUSE_WRITE_CONFLICT_RETRIES", 3, 
 _default_db["ATOMIC_REQUESTS"] = True
 _default_db["CONN_MAX_AGE"] = env_int("MEMHOUSE_DB_CONN_MAX_AGE", 0, minimum=0)
 DATABASES = {"default": _default_db}
+
+
+def replica_database(url: str) -> dict[str, object]:
+    """DATABASES['replica'] for a streaming hot standby of the primary, as the same role."""
+    db = _database_from_url(url, "DATABASE_REPLICA_URL")
+    # Only its own read transactions (memhouse.core.db_router.replica_reads), never a
+    # request's: a request's transaction, and every write, is the primary's.
+    db["ATOMIC_REQUESTS"] = False
+    db["CONN_MAX_AGE"] = _default_db["CONN_MAX_AGE"]
+    # A standby that is down costs a request this long once; then it is skipped a while.
+    db["OPTIONS"] = {"connect_timeout": 5}
+    # A test run reads its test database through this alias (Django points a mirror at
+    # the primary's); it never creates one on a read-only standby.
+    db["TEST"] = {"MIRROR": "default"}
+    return db
+
+
+# A read replica for the reads docs/deploy.md lists as replica-safe ("Read replicas");
+# unset, the router sends everything to `default`, as with no router.
+_replica_url = env_str("DATABASE_REPLICA_URL")
+if _replica_url:
+    DATABASES["replica"] = replica_database(_replica_url)
+DATABASE_ROUTERS = ["memhouse.core.db_router.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -----------------------------------------------------------------------------

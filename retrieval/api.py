@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from knowledge import usage
 from knowledge.selectors import reader_for, scope_for_read
+from memhouse.core.db_router import replica_safe
 from memhouse.core.errors import ApplicationError
 from memhouse.core.fields import AwareDateTimeField
 from memhouse.core.principal import principal_of
@@ -37,6 +38,7 @@ class SearchApi(APIView):
         deadline_ms = serializers.IntegerField(min_value=10, max_value=10_000, required=False)
         include_identity_profile = serializers.BooleanField(required=False, default=False)
 
+    @replica_safe
     def post(self, request: Request) -> Response:
         refuse_strategy_override(request)
         data = self.InputSerializer(data=request.data)

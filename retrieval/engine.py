@@ -3,7 +3,8 @@
 1. Resolve the profile and reserve the rerank allowance before anything starts.
 2. Run the first-stage strategies concurrently, each on its own thread and database
    connection, in a transaction bound to the reader's Account with
-   `SET LOCAL statement_timeout` = the time left. Late strategies are cancelled (the
+   `SET LOCAL statement_timeout` = the time left, on the read replica when the caller's
+   block reads from it (memhouse.core.db_router). Late strategies are cancelled (the
    backend query is cancelled too), dropped and reported; failures likewise.
 3. relation_expand (when the profile has it) expands the head of the interleaved seed
    lists within the remaining time.
@@ -30,12 +31,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from knowledge.models import Scope
 from knowledge.scope_relations import linked_scopes
 from knowledge.selectors import scope_chain, visible_knowledge
+from memhouse.core.db_router import read_alias, reads_on
 from memhouse.core.principal import Reader
 from memhouse.core.tenancy import set_account
 from retrieval import conflicts, crowding, evidence, fusion
@@ -109,12 +111,13 @@ _strategy_connections: set[Any] = set()
 _strategy_connections_lock = threading.Lock()
 
 
-def _ready_connection() -> None:
-    if connection.connection is not None and (connection.errors_occurred
-                                              or not connection.is_usable()):
-        connection.close()
+def _ready_connection(alias: str) -> Any:
+    conn = connections[alias]
+    if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
+        conn.close()
     with _strategy_connections_lock:
-        _strategy_connections.add(connections[DEFAULT_DB_ALIAS])  # this thread's wrapper
+        _strategy_connections.add(conn)  # this thread's wrapper
+    return conn
 
 
 def close_strategy_connections() -> None:
@@ -130,18 +133,19 @@ def close_strategy_connections() -> None:
 
 
 def _execute(run: Callable[[StrategyContext], StrategyResult], ctx: StrategyContext,
-             deadline: float, running: _Running) -> StrategyResult:
-    _ready_connection()
+             deadline: float, running: _Running, alias: str) -> StrategyResult:
+    conn = _ready_connection(alias)
     try:
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
             raise TimeoutError("no time left")
-        with transaction.atomic():
-            set_account(ctx.reader.account_id)
-            with connection.cursor() as cur:
+        # The caller's database (primary or replica), in this thread's own transaction.
+        with reads_on(alias), transaction.atomic(using=alias):
+            set_account(ctx.reader.account_id, using=alias)
+            with conn.cursor() as cur:
                 cur.execute(f"SET LOCAL statement_timeout = {left_ms}")
             with running.lock:
-                running.pgconn = connection.connection
+                running.pgconn = conn.connection
             if running.cancelled:
                 raise TimeoutError("cancelled")
             return run(ctx)
@@ -153,9 +157,10 @@ def _execute(run: Callable[[StrategyContext], StrategyResult], ctx: StrategyCont
 def _run_all(jobs: dict[str, tuple[Callable[[StrategyContext], StrategyResult], StrategyContext]],
              deadline: float) -> tuple[dict[str, StrategyResult], dict[str, str]]:
     futures: dict[str, tuple[Future[StrategyResult], _Running]] = {}
+    alias = read_alias()  # pool threads do not inherit the caller's context
     for name, (run, ctx) in jobs.items():
         running = _Running()
-        futures[name] = (_pool.submit(_execute, run, ctx, deadline, running), running)
+        futures[name] = (_pool.submit(_execute, run, ctx, deadline, running, alias), running)
     done: dict[str, StrategyResult] = {}
     dropped: dict[str, str] = {}
     for name, (future, running) in futures.items():

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from knowledge import presenters, selectors
 from knowledge.models import Knowledge
+from memhouse.core.db_router import replica_safe
 from memhouse.core.principal import Principal, Reader, principal_of
 from retrieval import conflicts
 
@@ -56,6 +57,7 @@ class KnowledgeListApi(APIView):
                                          default=selectors.LISTING_DEFAULT_LIMIT)
 
     @extend_schema(operation_id="v1_knowledge_list", parameters=[InputSerializer])
+    @replica_safe
     def get(self, request: Request) -> Response:
         params = request.query_params
         data = self.InputSerializer(data={k: params.get(k) for k in params})
@@ -86,6 +88,7 @@ class KnowledgeDetailApi(APIView):
     """GET ?peer_key: one statement, or the same 404 as an unknown id."""
 
     @extend_schema(operation_id="v1_knowledge_retrieve", parameters=[_ReaderQuery])
+    @replica_safe
     def get(self, request: Request, knowledge_id: uuid.UUID) -> Response:
         data = _ReaderQuery(data={"peer_key": request.query_params["peer_key"]}
                             if "peer_key" in request.query_params else {})

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from knowledge import usage
 from knowledge.selectors import reader_for, scope_for_read, session_for_read
+from memhouse.core.db_router import replica_safe
 from memhouse.core.errors import ApplicationError
 from memhouse.core.principal import principal_of
 from retrieval import context as context_mod
@@ -57,6 +58,7 @@ class ContextApi(APIView):
                                                 max_value=context_mod.MAX_BUDGET,
                                                 default=context_mod.DEFAULT_BUDGET)
 
+    @replica_safe
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -113,6 +115,7 @@ class LineageApi(APIView):
         max_nodes = serializers.IntegerField(min_value=1, max_value=lineage_mod.MAX_NODES,
                                              default=50)
 
+    @replica_safe
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -130,6 +133,7 @@ class StableProfileApi(APIView):
         peer_key = serializers.CharField(max_length=200, required=False, allow_null=True)
         scope = serializers.CharField(max_length=500, required=False, allow_null=True)
 
+    @replica_safe
     def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -30,6 +30,7 @@ def manage_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """The environment of a fresh install: the production settings (DEBUG off), the
     embedded server under `data_dir`, nothing from the test run's database."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL",
+                                                             "DATABASE_REPLICA_URL",
                                                              "MEMHOUSE_TEST_DB_NAME"}}
     env.update(DJANGO_SETTINGS_MODULE="memhouse.settings", MEMHOUSE_DEBUG="false",
                MEMHOUSE_DATA_DIR=str(data_dir), MEMHOUSE_STATIC_ROOT=str(data_dir / "static"),

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 ACCOUNT_SETTING = "memhouse.account_id"
 # Narrow, transaction-local lookups that policies allow before the Account is known.
@@ -26,27 +26,28 @@ class TenancyError(RuntimeError):
     pass
 
 
-def _set(name: str, value: str) -> None:
-    with connection.cursor() as cur:
+def _set(name: str, value: str, using: str = DEFAULT_DB_ALIAS) -> None:
+    with connections[using].cursor() as cur:
         cur.execute("SELECT set_config(%s, %s, true)", [name, value])
 
 
-def current_account_id() -> uuid.UUID | None:
-    with connection.cursor() as cur:
+def current_account_id(using: str = DEFAULT_DB_ALIAS) -> uuid.UUID | None:
+    with connections[using].cursor() as cur:
         cur.execute("SELECT nullif(current_setting(%s, true), '')", [ACCOUNT_SETTING])
         row = cur.fetchone()
     return uuid.UUID(row[0]) if row and row[0] else None
 
 
-def set_account(account_id: uuid.UUID | str) -> None:
-    """Bind the current transaction to one Account. Refuses a switch inside one transaction."""
-    if not connection.in_atomic_block:
+def set_account(account_id: uuid.UUID | str, *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Bind the current transaction (on connection `using`: the read replica's too) to one
+    Account. Refuses a switch inside one transaction."""
+    if not connections[using].in_atomic_block:
         raise TenancyError("set_account needs a transaction (the setting is transaction-local)")
     account_id = uuid.UUID(str(account_id))
-    current = current_account_id()
+    current = current_account_id(using)
     if current is not None and current != account_id:
         raise TenancyError("this transaction is already bound to another Account")
-    _set(ACCOUNT_SETTING, str(account_id))
+    _set(ACCOUNT_SETTING, str(account_id), using)
 
 
 @contextmanager

@@ -22,8 +22,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
-
+from memhouse.core.db_router import read_connection
 from retrieval.entities import extract_all_mentions, peer_alias_map, resolve_mentions
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import visible_count, visible_ids_sql
@@ -130,7 +129,7 @@ GROUP BY km.knowledge_id
 ORDER BY score DESC, km.knowledge_id
 LIMIT %s
 """
-    with connection.cursor() as cur:
+    with read_connection().cursor() as cur:
         cur.execute(sql, [*params, ctx.limit])
         rows = cur.fetchall()
     for kid, score, matched in rows:
@@ -189,7 +188,7 @@ ranked AS (
 )
 SELECT nb_id, score, seed_id FROM ranked WHERE rn <= %s
 """
-    with connection.cursor() as cur:
+    with read_connection().cursor() as cur:
         cur.execute(sql, [*params, seed_array, seed_array, per_seed_cap])
         rows = cur.fetchall()
     order = {s: i for i, s in enumerate(seeds)}

@@ -34,11 +34,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, transaction
 from django.db.models import Q, QuerySet
 
 from knowledge.ingest.dates import named_times
 from knowledge.models import Message
+from memhouse.core.db_router import read_connection
 from retrieval.lineage import messages_in_scope, visible_messages
 from retrieval.strategies.base import StrategyContext, StrategyResult
 from retrieval.strategies.sql import fetch, visible_ids_sql
@@ -221,17 +222,19 @@ def _run_lanes(result: StrategyResult,
     """Run each lane under LANE_STATEMENT_MS: its list, or its drop on a timeout."""
     if not lanes:
         return
-    with connection.cursor() as cur:  # the strategy's timeout, read once for every lane
+    db = read_connection()  # the strategy's own: primary or replica (memhouse.core.db_router)
+    with db.cursor() as cur:  # the strategy's timeout, read once for every lane
         cur.execute("SELECT setting::int FROM pg_settings WHERE name = 'statement_timeout'")
         outer = cur.fetchone()[0]  # ms; 0 = none
     budget = min(LANE_STATEMENT_MS, outer) if outer else LANE_STATEMENT_MS
     for name, read in lanes:
         try:
-            with transaction.atomic():  # a savepoint: a cancelled statement rolls back alone
-                with connection.cursor() as cur:
+            # a savepoint: a cancelled statement rolls back alone
+            with transaction.atomic(using=db.alias):
+                with db.cursor() as cur:
                     cur.execute(f"SET LOCAL statement_timeout = {int(budget)}")
                 result.extra_lists[name] = read()
-                with connection.cursor() as cur:  # releasing a savepoint keeps a SET LOCAL
+                with db.cursor() as cur:  # releasing a savepoint keeps a SET LOCAL
                     cur.execute(f"SET LOCAL statement_timeout = {int(outer)}")
         except OperationalError as exc:
             # Only the lane's own timeout; the engine cancelling the strategy propagates.
@@ -271,7 +274,7 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
         result.applicable, result.reason = False, "applicability"
         return result, None
     ef = max(40, min(1000, ctx.limit * 2))
-    with connection.cursor() as cur:
+    with read_connection().cursor() as cur:
         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cur.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
     if ctx.options.get("lanes"):

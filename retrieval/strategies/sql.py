@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
 from knowledge.selectors import visible_knowledge
+from memhouse.core.db_router import read_connection
 from retrieval.strategies.base import StrategyContext
 
 
@@ -33,7 +33,7 @@ def visible_ids_sql(ctx: StrategyContext, *, where: str | None = None,
 
 
 def fetch(sql: str, params: tuple[Any, ...] | list[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cur:
+    with read_connection().cursor() as cur:
         cur.execute(sql, params)
         return list(cur.fetchall()) if cur.description else []
 
