@@ -65,57 +65,74 @@ def embed_knowledge(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
                     *, embedder: Any = None) -> int:
     """Vectors for the embeddable statements among `knowledge_ids` that have none in the
     embedder's space yet; returns how many were written."""
-    written = _embed_missing(
-        account_id, knowledge_ids, embedder=embedder,
-        sources=Knowledge.objects.filter(state__in=EMBEDDABLE_STATES), text="statement",
-        vector_model=KnowledgeVector, owner="knowledge")
-    # The minimal profile's recall projection is copied from the vectors (again, on a
-    # redelivery: it also drops copies of rows no longer recallable).
-    recall.refresh(account_id, list(knowledge_ids))
-    return written
+    return embed_batch(account_id, knowledge_ids, (), embedder=embedder)[0]
 
 
 def embed_messages(account_id: uuid.UUID | str, message_ids: Sequence[str],
                    *, embedder: Any = None) -> int:
     """Source messages' vectors for ask's source recall lane (the same embedder and
     spaces as statements), for those with none in the space yet; returns how many."""
-    return _embed_missing(account_id, message_ids, embedder=embedder,
-                          sources=Message.objects.all(), text="text",
-                          vector_model=MessageVector, owner="message")
+    return embed_batch(account_id, (), message_ids, embedder=embedder)[1]
 
 
-def _embed_missing(account_id: uuid.UUID | str, ids: Sequence[str], *, embedder: Any,
-                   sources: Any, text: str, vector_model: Any, owner: str) -> int:
-    """Read -> embed -> write for one vector table: read the texts of the rows without a
-    vector in the space (a redelivery or a reembed embeds nothing twice), embed them with
-    no transaction open, then write those whose row still exists and still has no vector
-    (an erasure or another worker may have come in between)."""
+# What each vector table embeds: the rows it may hold, their text column, the owner key.
+_STATEMENTS = (KnowledgeVector, "knowledge", "statement")
+_MESSAGES = (MessageVector, "message", "text")
+
+
+def _sources(vector_model: Any) -> Any:
+    if vector_model is KnowledgeVector:
+        return Knowledge.objects.filter(state__in=EMBEDDABLE_STATES)
+    return Message.objects.all()
+
+
+def _missing(space: EmbeddingSpace, ids: list[str], table: tuple[Any, str, str]) -> Any:
+    vector_model, owner, _ = table
+    has_vector = vector_model.objects.filter(**{owner: OuterRef("pk")}, space=space)
+    return _sources(vector_model).filter(id__in=ids).exclude(Exists(has_vector))
+
+
+def embed_batch(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
+                message_ids: Sequence[str], *, embedder: Any = None) -> tuple[int, int]:
+    """embed_knowledge and embed_messages together, with one encoder call for both (an
+    intake batch's statements and messages: one sort by length, fuller batches, one
+    model call instead of two). Read -> embed -> write: read the texts of the rows
+    without a vector in the space (a redelivery or a reembed embeds nothing twice), embed
+    them with no transaction open, then write those whose row still exists and still has
+    no vector (an erasure or another worker may have come in between). Returns the
+    statement and message vectors written."""
     from retrieval.embedding import get_embedder
 
-    ids = list(ids)
-    if not ids:
-        return 0
+    wanted = [(table, list(ids)) for table, ids in ((_STATEMENTS, knowledge_ids),
+                                                     (_MESSAGES, message_ids)) if ids]
+    if not wanted:
+        return 0, 0
     embedder = embedder or get_embedder()
-
-    def missing(space: EmbeddingSpace) -> Any:
-        has_vector = vector_model.objects.filter(**{owner: OuterRef("pk")}, space=space)
-        return sources.filter(id__in=ids).exclude(Exists(has_vector))
-
     with account_context(account_id):
         space = space_ensure(embedder.identity)
-        rows = list(missing(space).values_list("id", text))
-    if not rows:
-        return 0
-    vectors = embedder.embed_documents([row_text for _, row_text in rows])
-    with account_context(account_id):
-        still = set(missing(space).filter(id__in=[i for i, _ in rows])
-                    .values_list("id", flat=True))
-        created = vector_model.objects.bulk_create([
-            vector_model(account_id=account_id, space=space, embedding=vec,
-                         **{f"{owner}_id": row_id})
-            for (row_id, _), vec in zip(rows, vectors, strict=True) if row_id in still
-        ], ignore_conflicts=True)
-    return len(created)
+        rows = [(table, list(_missing(space, ids, table).values_list("id", table[2])))
+                for table, ids in wanted]
+    texts = [text for _, found in rows for _, text in found]
+    written = {KnowledgeVector: 0, MessageVector: 0}
+    if texts:
+        vectors = iter(embedder.embed_documents(texts))
+        with account_context(account_id):
+            for (vector_model, owner, _), found in rows:
+                if not found:
+                    continue
+                mine = [next(vectors) for _ in found]
+                still = set(_missing(space, [i for i, _ in found], (vector_model, owner, ""))
+                            .values_list("id", flat=True))
+                written[vector_model] = len(vector_model.objects.bulk_create([
+                    vector_model(account_id=account_id, space=space, embedding=vec,
+                                 **{f"{owner}_id": row_id})
+                    for (row_id, _), vec in zip(found, mine, strict=True) if row_id in still
+                ], ignore_conflicts=True))
+    if knowledge_ids:
+        # The minimal profile's recall projection is copied from the vectors (again, on a
+        # redelivery: it also drops copies of rows no longer recallable).
+        recall.refresh(account_id, list(knowledge_ids))
+    return written[KnowledgeVector], written[MessageVector]
 
 
 def index_pending(account_id: uuid.UUID, knowledge_ids: list[Any],
