@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from typing import Any
 
 # part -> (module, attribute path) of the functions charged to it. A module-level function
-# is replaced in every loaded module that imported it by name.
+# is replaced in every loaded module that imported it by name; a name the code does not
+# have (another version of it) is skipped.
 PARTS: dict[str, tuple[tuple[str, str], ...]] = {
     "encoder": (("retrieval.embedding", "OnnxEmbedder.embed_documents"),
                 ("retrieval.embedding", "SentenceTransformerEmbedder.embed_documents")),
@@ -41,7 +42,8 @@ PARTS: dict[str, tuple[tuple[str, str], ...]] = {
     "lifecycle": (("knowledge.lifecycle", "transition_many"),
                   ("knowledge.lifecycle", "record_creation_many")),
     "audit": (("knowledge.audit", "append_many"),),
-    "vectors": (("retrieval.vectors", "_embed_missing"),),
+    # Embedding around the encoder: reads, vector writes (before embed_batch: _embed_missing).
+    "vectors": (("retrieval.vectors", "embed_batch"), ("retrieval.vectors", "_embed_missing")),
     "recall": (("retrieval.recall", "refresh"),),
     "entities": (("retrieval.entities", "index_knowledge"),),
     # The batch's read and the Python between the parts above (ObservedMessage, proposals).
@@ -128,7 +130,9 @@ class Split:
                 *outer, attr = path.split(".")
                 for part in outer:
                     owner = getattr(owner, part)
-                original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+                if attr not in vars(owner):
+                    continue  # not in this version of the code
+                original = vars(owner)[attr]
                 wrapped = self._wrap(name, original)
                 self._set(owner, attr, original, wrapped)
                 if not outer:  # `from module import fn` elsewhere: patch those names too
