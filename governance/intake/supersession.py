@@ -589,6 +589,7 @@ def _values(text: str, names: frozenset[str]) -> set[str]:
     return words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)}
 
 
+@lru_cache(maxsize=4096)  # asked by the placer and again by find_update for each claim
 def is_candidate(statement: str) -> bool:
     """Could this claim update anything at all? (Most claims cannot: no query then.)"""
     body = claim_body(statement)
