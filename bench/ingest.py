@@ -1,7 +1,8 @@
 """LoCoMo ingest throughput through the whole MemHouse pipeline.
 
     .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
-        --out bench/results/ingest.json [--limit-conversations N] [--keep-db]
+        --out bench/results/ingest.json [--limit-conversations N] [--keep-db] [--split]
+        [--profile FILE]
     .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
         --out bench/results/ingest_long.json --long-texts [--profile FILE]
     .venv/bin/python bench/ingest.py --dataset /work/shared/eval/locomo/locomo_dev.json \
@@ -17,9 +18,11 @@ worker processes instead (bench/ingest_processes.py). Output keys: see bench/REA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from bench.common import fix_sys_path
 
 fix_sys_path()
 
-from bench import common  # noqa: E402
+from bench import common, ingest_split  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +57,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="--long-texts: text lengths in characters (a message longer than "
                          "MEMHOUSE_MAX_MESSAGE_CHARS is measured at that limit)")
     ap.add_argument("--profile", default=None,
-                    help="--long-texts: write a cProfile of the largest size's runs here "
-                         "(read with python -m pstats)")
+                    help="write a cProfile (CPU time) here, read with python -m pstats: "
+                         "of the LoCoMo ingest, or with --long-texts of the largest "
+                         "size's runs")
+    ap.add_argument("--split", action="store_true",
+                    help="report CPU per message by part of the pipeline (encoder, "
+                         "extraction, gates, placement, SQL, ...; bench/ingest_split.py) "
+                         "as `split`")
     ap.add_argument("--processes", default=None,
                     help="process counts, e.g. 1,2,4: for each, N real Celery worker "
                          "processes (`celery -A memhouse worker`, concurrency 1, every "
@@ -96,10 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     loadavg_start = os.getloadavg()
     convs = common.load_locomo(args.dataset, args.limit_conversations)
     common.log(f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns")
-    cpu0, pg0 = common.process_cpu(), common.postgres_cpu()
-    account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size,
-                                              workers=args.workers)
-    cpu1, pg1 = common.process_cpu(), common.postgres_cpu()
+    with _measured(args) as measure:
+        cpu0, pg0 = common.process_cpu(), common.postgres_cpu()
+        account_id, stats = common.ingest_locomo(convs, batch_size=args.batch_size,
+                                                  workers=args.workers)
+        cpu1, pg1 = common.process_cpu(), common.postgres_cpu()
+    if measure is not None:
+        stats["split"] = measure.report(
+            messages=stats["messages"], process_cpu=cpu1 - cpu0,
+            postgres_cpu=pg1 - pg0 if pg0 is not None and pg1 is not None else None)
+        common.log(ingest_split.line(stats["split"]))
     # CPU seconds, unlike wall, barely depend on what else loads the shared machine.
     stats["python_cpu_seconds"] = round(cpu1 - cpu0, 2)
     stats["python_cpu_ms_per_message"] = round(1000 * (cpu1 - cpu0) / stats["messages"], 2)
@@ -136,6 +150,26 @@ def main(argv: list[str] | None = None) -> int:
                f"{stats['python_cpu_seconds']}s, postgres {stats.get('postgres_cpu_seconds')}s"
                f" -> {args.out}")
     return 0
+
+
+@contextlib.contextmanager
+def _measured(args: argparse.Namespace) -> Iterator[ingest_split.Split | None]:
+    """--split and --profile around the LoCoMo ingest (the profile in CPU time)."""
+    import cProfile
+
+    split = ingest_split.Split().install() if args.split else None
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        yield split
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+            common.log(f"profile of the ingest -> {args.profile}")
+        if split is not None:
+            split.uninstall()
 
 
 def _long_text(turns: list[str], size: int) -> str:

@@ -101,8 +101,7 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
     messages start together; with a model, each just before its turn)."""
     from governance.intake.pipeline import (
         batches_messages,
-        enqueue_embedding,
-        enqueue_message_embedding,
+        enqueue_batch_embedding,
         process_message,
         process_messages_batch,
     )
@@ -141,8 +140,7 @@ def process_messages(account_id: str, message_ids: list[str]) -> int:
         proposed += one.proposed
         kept += one.kept or []
     with transaction.atomic():  # one embedding job for the whole batch
-        enqueue_embedding(account_id, kept)
-        enqueue_message_embedding(account_id, [str(m) for m in message_ids])
+        enqueue_batch_embedding(account_id, kept, [str(m) for m in message_ids])
     return proposed
 
 

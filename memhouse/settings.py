@@ -304,7 +304,7 @@ MEMHOUSE_QUEUE_TASKS: dict[str, tuple[str, ...]] = {
                    "governance.resolve_entity_scopes", "governance.consolidate_duplicates"),
     # the encoder and the search indexes fed after it
     "embedding": ("retrieval.embed_knowledge", "retrieval.embed_messages",
-                  "retrieval.index_entities"),
+                  "retrieval.embed_batch", "retrieval.index_entities"),
 }
 CELERY_TASK_ROUTES = {task: {"queue": queue}
                       for queue, tasks in MEMHOUSE_QUEUE_TASKS.items() for task in tasks}

@@ -358,6 +358,10 @@ def _load_session(model_path: str, num_threads: int) -> Any:
             # strategy threads use the other cores (MEMHOUSE_EMBEDDER_THREADS).
             options.intra_op_num_threads = num_threads
             options.inter_op_num_threads = 1
+            # Idle pool threads sleep instead of spinning: spinning doubled the encoder's
+            # CPU at 2 threads (bench/README.md, "Ingest at the encoder's limit"), CPU the
+            # worker's own Python and PostgreSQL need on a small machine.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             options.log_severity_level = 3
             session = ort.InferenceSession(model_path, sess_options=options,

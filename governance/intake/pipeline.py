@@ -336,8 +336,7 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
         placer.finish()
         Message.objects.filter(pk__in=locked).update(extracted_at=timezone.now())
         if embed:
-            enqueue_embedding(account_id, outcome.kept or [])
-            enqueue_message_embedding(account_id, [str(m.pk) for m in work])
+            enqueue_batch_embedding(account_id, outcome.kept or [], [str(m.pk) for m in work])
     return outcome, failed
 
 
@@ -468,15 +467,23 @@ def enqueue_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str]) -> 
     transaction.on_commit(lambda: index_entities_task.delay(str(account_id), ids), robust=True)
 
 
-def enqueue_message_embedding(account_id: uuid.UUID | str, message_ids: list[str]) -> None:
-    """The source message's own vector, for ask's source recall lane (rebuildable:
-    `manage.py reembed` embeds any message this missed)."""
-    if not message_ids:
+def enqueue_batch_embedding(account_id: uuid.UUID | str, knowledge_ids: list[str],
+                            message_ids: list[str]) -> None:
+    """An intake batch's embedding as one job: its statements and its messages (their own
+    vectors, for ask's source recall lane; `manage.py reembed` embeds any this missed) go
+    through the encoder in one call (retrieval.vectors.embed_batch), then the entity
+    mention index follows the new statements."""
+    if not knowledge_ids and not message_ids:
         return
-    from retrieval.tasks import embed_messages as embed_messages_task
+    from retrieval.entity_tasks import index_entities as index_entities_task
+    from retrieval.tasks import embed_batch as embed_batch_task
 
-    ids = list(dict.fromkeys(message_ids))
-    transaction.on_commit(lambda: embed_messages_task.delay(str(account_id), ids), robust=True)
+    kids, mids = list(dict.fromkeys(knowledge_ids)), list(dict.fromkeys(message_ids))
+    transaction.on_commit(lambda: embed_batch_task.delay(str(account_id), kids, mids),
+                          robust=True)
+    if kids:
+        transaction.on_commit(lambda: index_entities_task.delay(str(account_id), kids),
+                              robust=True)
 
 
 # --- Documents -------------------------------------------------------------------------

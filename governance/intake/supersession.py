@@ -428,15 +428,27 @@ def _polarity_flip(new: str, old: str, names: frozenset[str]) -> bool:
     """The same claim with its polarity turned: "Sam is allergic to cats" -> "Turns out
     Sam is not allergic to cats"."""
     b = claim_body(old)
-    wb = set(content_words(b, names=names)) - _POLARITY_NOISE
+    wb = _polarity_words(b, names)
     # Clause by clause: "The allergist retested Sam and Sam is not allergic to cats".
     for a in _CLAUSES.split(claim_body(new)):
-        if bool(_NEGATION.search(a)) == bool(_NEGATION.search(b)):
+        if _negated(a) == _negated(b):
             continue
-        wa = set(content_words(a, names=names)) - _POLARITY_NOISE
+        wa = _polarity_words(a, names)
         if wa == wb and (len(wa) >= 2 or (bool(wa) and a == claim_body(new))):
             return True
     return False
+
+
+# The rules compare each placed claim with up to CANDIDATE_LIMIT current rows: what they
+# read of one text is computed once per text (pure functions of it), not once per pair.
+@lru_cache(maxsize=8192)
+def _polarity_words(text: str, names: frozenset[str]) -> frozenset[str]:
+    return frozenset(content_words(text, names=names)) - _POLARITY_NOISE
+
+
+@lru_cache(maxsize=8192)
+def _negated(text: str) -> bool:
+    return bool(_NEGATION.search(text))
 
 
 _CLAUSES = re.compile(r"[,;]\s+|\s+(?:and|but|so)\s+(?!others\b)", _I)
@@ -450,15 +462,19 @@ _NUMBER_TOKEN = re.compile(rf"^{_NUMBER}$", _I)
 def _count_changed(new: str, old: str) -> bool:
     """The same sentence with another number in it: "Sam has two cats" -> "Sam has three
     cats now" (a count, an amount, a time of day)."""
-    def tokens(text: str) -> list[str]:
-        words = re.findall(r"[\w$\u20ac\u00a3.,:]+", claim_body(text).lower())
-        return [w.strip(".,") for w in words if w.strip(".,") not in _POLARITY_NOISE]
-    a, b = tokens(new), tokens(old)
-    na = [w for w in a if _NUMBER_TOKEN.match(w.lstrip("$\u20ac\u00a3"))]
-    nb = [w for w in b if _NUMBER_TOKEN.match(w.lstrip("$\u20ac\u00a3"))]
+    a, na = _numbered(new)
+    b, nb = _numbered(old)
     if not na or not nb or na == nb:
         return False
     return [w for w in a if w not in na] == [w for w in b if w not in nb]
+
+
+@lru_cache(maxsize=8192)
+def _numbered(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """_count_changed's reading of a text: its tokens, and those of them that are numbers."""
+    words = re.findall(r"[\w$\u20ac\u00a3.,:]+", claim_body(text).lower())
+    tokens = tuple(w.strip(".,") for w in words if w.strip(".,") not in _POLARITY_NOISE)
+    return tokens, tuple(w for w in tokens if _NUMBER_TOKEN.match(w.lstrip("$\u20ac\u00a3")))
 
 
 # Giving something up: whatever current statement names that thing is out of date ("sold
@@ -544,6 +560,7 @@ _IRREGULAR_PAST = _wordset("""went was were did saw met got bought sold came too
 found left told gave ran wrote began brought thought felt kept spent won lost""")
 
 
+@lru_cache(maxsize=8192)
 def _past_event(statement: str) -> bool:
     """A finished event ("Sam donated the old car", "Sam started learning"), as opposed
     to a state ("Sam is based in Toronto", "Sam has been using Vim")."""
@@ -572,6 +589,7 @@ def _values(text: str, names: frozenset[str]) -> set[str]:
     return words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)}
 
 
+@lru_cache(maxsize=4096)  # asked by the placer and again by find_update for each claim
 def is_candidate(statement: str) -> bool:
     """Could this claim update anything at all? (Most claims cannot: no query then.)"""
     body = claim_body(statement)
@@ -654,15 +672,17 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
 
 
 def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
-                replaces: str | None = None, recent: Sequence[Knowledge] = ()
-                ) -> Update | None:
+                replaces: str | None = None, recent: Sequence[Knowledge] = (),
+                candidates: Callable[[], list[Candidate]] | None = None) -> Update | None:
     """The current row that `item` (just placed) updates, if any: the one a model-backed
     extractor named (only a current row about the same subject in the same scope), else
     the closest match of the model-free rule.
 
     `recent`: rows placed in memory but not yet written (a batch's pending moves), all
     newer than any row in the database; those among them that are candidates come first,
-    newest first, as the query would have returned them once written."""
+    newest first, as the query would have returned them once written. `candidates`:
+    what _candidates(item, recent) returns, read once for find_update and find_conflict
+    (settle_update)."""
     if replaces is not None:
         named = Knowledge.objects.filter(
             account_id=item.account_id, scope_id=item.scope_id, pk=replaces,
@@ -672,30 +692,47 @@ def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
             return Update(old=named, slot="model", cosine=1.0, cue=True)
     if not is_candidate(item.statement):
         return None  # most claims: no query at all
-    candidates = _candidates(item, recent)
-    found = best_update(item.statement, [c.statement for c in candidates], names=names)
+    pool = candidates() if candidates is not None else _candidates(item, recent)
+    found = best_update(item.statement, [c.statement for c in pool], names=names)
     if found is None:
         return None
     index, slot, cosine, cue = found
-    return Update(old=candidates[index], slot=slot, cosine=cosine, cue=cue)
+    return Update(old=_whole(pool[index]), slot=slot, cosine=cosine, cue=cue)
 
 
-def _candidates(item: Knowledge, recent: Sequence[Knowledge]) -> list[Knowledge]:
+@dataclass(frozen=True)
+class Stored:
+    """A stored candidate as the rules read it: its id and its text. Up to
+    CANDIDATE_LIMIT of them per placed claim, so not whole rows (a model instance each);
+    the one an update or a contradiction names is read whole (_whole)."""
+
+    pk: Any
+    statement: str
+
+
+Candidate = Knowledge | Stored
+
+
+def _whole(row: Candidate) -> Knowledge:
+    """The row a candidate is: a pending one already is; a stored one is read."""
+    return row if isinstance(row, Knowledge) else Knowledge.objects.get(pk=row.pk)
+
+
+def _candidates(item: Knowledge, recent: Sequence[Knowledge]) -> list[Candidate]:
     """Current rows about `item`'s subject in its scope, newest first, the batch's
-    pending ones (not yet written) before the stored ones."""
+    pending ones (not yet written) before the stored ones (as Stored)."""
     pending = sorted((row for row in recent
                       if row.pk != item.pk and row.scope_id == item.scope_id
                       and row.subject_peer_id == item.subject_peer_id
                       and row.state in CANDIDATE_STATES),
                      key=lambda row: row.inserted_at, reverse=True)
     pending_pks = [row.pk for row in pending]
-    candidates = [*pending[:CANDIDATE_LIMIT], *list(
-        Knowledge.objects.filter(account_id=item.account_id, scope_id=item.scope_id,
-                                 subject_peer_id=item.subject_peer_id,
-                                 state__in=CANDIDATE_STATES)
-        .exclude(pk__in=[item.pk, *pending_pks])
-        .order_by("-inserted_at")[:max(0, CANDIDATE_LIMIT - len(pending))])]
-    return candidates
+    stored = (Knowledge.objects.filter(account_id=item.account_id, scope_id=item.scope_id,
+                                       subject_peer_id=item.subject_peer_id,
+                                       state__in=CANDIDATE_STATES)
+              .exclude(pk__in=[item.pk, *pending_pks]).order_by("-inserted_at")
+              .values_list("pk", "statement")[:max(0, CANDIDATE_LIMIT - len(pending))])
+    return [*pending[:CANDIDATE_LIMIT], *(Stored(pk, statement) for pk, statement in stored)]
 
 
 # --- not sure it is an update: a contradiction read time settles --------------------------
@@ -724,6 +761,11 @@ fri sat sun""")
 def _named(text: str, names: frozenset[str]) -> dict[str, str]:
     """The named values of a claim, lower-cased -> as written, the subject's names left
     out."""
+    return dict(_named_values(text, names))
+
+
+@lru_cache(maxsize=8192)
+def _named_values(text: str, names: frozenset[str]) -> tuple[tuple[str, str], ...]:
     body = claim_body(text)
     name_words = {part for name in names for part in name.split()}
     out: dict[str, str] = {}
@@ -737,7 +779,7 @@ def _named(text: str, names: frozenset[str]) -> dict[str, str]:
         if kept:
             phrase = " ".join(kept).removesuffix("'s").strip(".'")
             out[phrase.lower()] = phrase
-    return out
+    return tuple(out.items())
 
 
 def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
@@ -812,28 +854,30 @@ def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = fr
 
 
 def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
-                  recent: Sequence[Knowledge] = ()) -> Update | None:
-    """The current row `item` contradicts without the rule being sure it is an update."""
+                  recent: Sequence[Knowledge] = (),
+                  candidates: Callable[[], list[Candidate]] | None = None) -> Update | None:
+    """The current row `item` contradicts without the rule being sure it is an update
+    (`candidates` as for find_update)."""
     if not may_conflict(item.statement, names):
         return None
-    candidates = _candidates(item, recent)
-    olds = [c.statement for c in candidates]
+    rows = candidates() if candidates is not None else _candidates(item, recent)
+    olds = [c.statement for c in rows]
     found = best_conflict(item.statement, olds, names=names)
-    reverse = [n for n, c in enumerate(candidates)
+    reverse = [n for n, c in enumerate(rows)
                if _overrides(item.statement, c.statement, names)] if found is None else []
     at = said_at(item) if reverse else None
     if at is not None:
         # A framed claim arriving late: the stored rows said after it may name the newer
         # value without a frame of their own.
-        after = set(Knowledge.objects.filter(pk__in=[candidates[n].pk for n in reverse])
+        after = set(Knowledge.objects.filter(pk__in=[rows[n].pk for n in reverse])
                     .annotate(at=Max("sources__message__occurred_at")).filter(at__gt=at)
                     .values_list("pk", flat=True))
         found = best_conflict(item.statement, olds, names=names, said_later=frozenset(
-            n for n in reverse if candidates[n].pk in after))
+            n for n in reverse if rows[n].pk in after))
     if found is None:
         return None
     index, slot, cosine = found
-    return Update(old=candidates[index], slot=slot, cosine=cosine, cue=False)
+    return Update(old=_whole(rows[index]), slot=slot, cosine=cosine, cue=False)
 
 
 def _newer_older(a: Knowledge, b: Knowledge) -> tuple[Knowledge, Knowledge]:
@@ -923,9 +967,17 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
 
     if item.state not in (lifecycle.ACTIVE, lifecycle.PROVISIONAL):
         return None  # held rows wait for a curator; rejected ones replace nothing
-    update = find_update(item, names=names, replaces=replaces, recent=recent)
+    pool: list[list[Candidate]] = []
+
+    def candidates() -> list[Candidate]:  # one read for both rules (nothing written between)
+        if not pool:
+            pool.append(_candidates(item, recent))
+        return pool[0]
+
+    update = find_update(item, names=names, replaces=replaces, recent=recent,
+                         candidates=candidates)
     if update is None:
-        conflict = find_conflict(item, names=names, recent=recent)
+        conflict = find_conflict(item, names=names, recent=recent, candidates=candidates)
         if conflict is None:
             return None
         if before_write is not None:

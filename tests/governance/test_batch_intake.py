@@ -176,3 +176,51 @@ def test_queries_per_message_are_bounded(chat):
     # The per-batch constant includes the statement and message embedding jobs (eager
     # here) and, on a process's first batch, its once-per-process index checks.
     assert q1 <= 140, (q1, q10, q50)
+
+
+def test_a_batch_embeds_its_statements_and_messages_in_one_encoder_call(chat, monkeypatch):
+    """Issue 37: the statements a batch kept and its messages (the source recall lane's
+    vectors) go through the encoder together: one sort by length, one call."""
+    from retrieval.embedding import get_embedder
+
+    w = chat
+    cls = type(get_embedder())
+    real = cls.embed_documents
+    calls: list[list[str]] = []
+
+    def counted(self: Any, texts: Any, batch_size: int = 64) -> Any:  # the real encoder
+        calls.append(list(texts))
+        return real(self, texts, batch_size)
+
+    monkeypatch.setattr(cls, "embed_documents", counted)
+    # Distinct facts: nothing for the update rule to compare by embedding.
+    turns = [(("caroline", "melanie")[i % 2],
+              f"I {VERBS[i % 5]} {THINGS[i]} with my cousin yesterday.") for i in range(6)]
+    msgs = _messages(turns, "enc")
+    _ingest(w, "/enc", msgs)
+    with account_context(w.account.id):
+        statements = set(Knowledge.objects.filter(
+            scope__path="/enc", state__in=sorted(lifecycle.EMBEDDABLE))
+            .values_list("statement", flat=True))
+        vectors = KnowledgeVector.objects.filter(knowledge__scope__path="/enc").count()
+    assert len(statements) >= len(msgs) and vectors == len(statements)
+    assert len(calls) == 1, [len(c) for c in calls]
+    assert set(calls[0]) == statements | {m.text for m in msgs}
+
+
+def test_the_update_rules_read_a_claims_candidates_once(chat):
+    """The update rule and the contradiction rule compare a placed claim with the same
+    current rows: they are read once per claim, not once per rule."""
+    from governance.intake.supersession import CANDIDATE_LIMIT, find_update, may_conflict
+
+    w = chat
+    _ingest(w, "/cand", _messages([("caroline", "I live in Denver with my sister.")], "c0"))
+    claim = "I have two cats named Luna and Oliver."
+    with CaptureQueriesContext(connection) as captured:
+        _ingest(w, "/cand", _messages([("caroline", claim)], "c1"))
+    with account_context(w.account.id):
+        row = Knowledge.objects.get(scope__path="/cand", statement__contains="Luna")
+        # Both rules looked: the claim could update (a count) and could contradict (names).
+        assert find_update(row) is None and may_conflict(row.statement)
+    reads = [q["sql"] for q in captured if f"LIMIT {CANDIDATE_LIMIT}" in q["sql"]]
+    assert len(reads) == 1, reads

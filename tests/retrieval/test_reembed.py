@@ -147,3 +147,54 @@ def test_a_redelivered_embedding_embeds_only_rows_without_a_vector(committed_wor
     assert embedder.texts[2:] == ["I play the oboe.", "I live in Lyon."]
     with account_context(w.account.id):
         assert KnowledgeVector.objects.filter(knowledge_id__in=ids).count() == 2
+
+
+class _FixedEmbedder:
+    """The real embedder's identity with vectors chosen by the test (float64, unit)."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.identity = get_embedder().identity
+        self.vectors = vectors
+
+    def embed_documents(self, texts, batch_size: int = 64):
+        return [list(self.vectors[t]) for t in texts]
+
+
+def test_vectors_are_stored_as_the_text_form_stored_them(committed_world):
+    """The binary write (issue 37) stores each component as the float4 PostgreSQL made
+    of the decimal text the ORM used to send: bit for bit the same vectors."""
+    import random
+
+    from django.db import connection
+    from django.utils import timezone
+    from pgvector.django import VectorField
+
+    from knowledge.models import Message
+    from retrieval.models import MessageVector
+    from retrieval.vectors import embed_batch
+
+    w = committed_world
+    rng = random.Random(37)
+    texts = [f"Alice said thing {i}." for i in range(5)]
+    raw = {t: [rng.gauss(0, 1) for _ in range(384)] for t in texts}
+    vectors = {t: [x / sum(y * y for y in v) ** 0.5 for x in v] for t, v in raw.items()}
+    vectors[texts[0]][:3] = [1e-9, -0.0, 0.333333333333333314829616256247]  # awkward values
+    with account_context(w.account.id):
+        items = [KnowledgeFactory(world=w, statement=t) for t in texts[:2]]
+        for item in items:
+            transition(item, "active", actor="system:test", reason="f4_gate_a_b_accepted")
+        msgs = [Message.objects.create(account=w.account, peer=w.subject, scope=w.scope,
+                                       text=t, occurred_at=timezone.now()) for t in texts[2:]]
+    written = embed_batch(w.account.id, [str(i.id) for i in items], [str(m.id) for m in msgs],
+                          embedder=_FixedEmbedder(vectors))
+    assert written == (2, 3)
+    field = VectorField()
+    with account_context(w.account.id), connection.cursor() as cur:
+        stored = {k.knowledge.statement: k.embedding for k in
+                  KnowledgeVector.objects.select_related("knowledge")}
+        stored |= {m.message.text: m.embedding for m in
+                   MessageVector.objects.select_related("message")}
+        for text in texts:
+            cur.execute("SELECT %s::vector", [field.get_prep_value(vectors[text])])
+            as_text = field.from_db_value(cur.fetchone()[0], None, connection)
+            assert list(stored[text]) == list(as_text), text
