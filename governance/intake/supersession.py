@@ -110,7 +110,9 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         r"\b(?:on|to) the (?P<v>\d+(?:st|nd|rd|th)|ground|top) floor\b"),
     "employer": _frames(
         rf"\b(?:works?|working|employed|job) (?:now )?(?:at|for) {_V}{_END}",
-        rf"\b(?:joined|started (?:a new job )?at|new job at|hired by|switched jobs to) "
+        rf"\b(?:joined|started (?:a new job )?at|new job at|hired by|hired at|switched jobs to"
+        rf"|(?:got|landed|took|accepted|started) (?:a |an |the )?(?:new |full-time |part-time )?"
+        rf"(?:job|position|role|offer|gig) (?:at|with|from)) "
         rf"(?P<v>{_NAME}){_END}",
         rf"\b(?P<v>(?:no longer|not|don't|doesn't) work(?:s|ing)? (?:at|for) [\w&.' -]{{2,40}}?)"
         rf"{_END}",

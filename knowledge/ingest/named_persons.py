@@ -37,7 +37,11 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_NAME = r"[A-Z][a-z]+(?:-[A-Z][a-z]+)?"
+# A given name or surname as written: accented letters ("Tomás", "Zoë"), and "O'Brien",
+# "McKenzie", "Anne-Marie".
+_UPPER, _LOWER = "A-Z\u00c0-\u00d6\u00d8-\u00de", "a-z\u00df-\u00f6\u00f8-\u00ff"
+_NAME = (rf"(?:[{_UPPER}]'|Mc|Mac)?[{_UPPER}][{_LOWER}]+(?:[{_UPPER}][{_LOWER}]+)?"
+         rf"(?:-[{_UPPER}][{_LOWER}]+)?")
 # Person nouns a speaker introduces someone with ("my sister Jordan").
 PERSON_NOUNS = (
     "friend|best friend|buddy|pal|roommate|flatmate|neighbou?r|partner|boyfriend|girlfriend|"
@@ -302,11 +306,21 @@ def named_person(statement: str, *, speaker_names: list[str],
     speaker = _speaker_alternation(speaker_names)
     own = {part.lower() for n in speaker_names if n for part in n.split()}
     candidates: list[tuple[re.Match[str], bool]] = []  # (match, introduced by a person noun)
+    # "Sam's sister Jordan ...", "Sam said Sam's coworker Dmitri ...", "Sam's friend from
+    # college, Dmitri, ..."
     introduced = re.match(
-        rf"(?i:(?:{speaker})'s (?:\w+ ){{0,2}}?(?:{PERSON_NOUNS})),? "
+        rf"(?:(?:{speaker}) {_REPORT} )?"
+        rf"(?i:(?:{speaker})'s (?:\w+ ){{0,2}}?(?:{PERSON_NOUNS})(?: from [\w ]{{1,24}}?)?),? "
         rf"(?:(?i:{TITLES})\.? )?(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>.*)$", text)
     if introduced is not None:
         candidates.append((introduced, True))
+    # "Dmitri, Sam's old roommate, is getting married": the apposition says a person
+    apposed = re.match(
+        rf"(?:(?:{speaker}) {_REPORT} )?(?P<name>{_NAME}(?: {_NAME})?), "
+        rf"(?i:(?:{speaker})'s (?:\w+ ){{0,2}}?(?:{PERSON_NOUNS}|{OCCUPATIONS})),"
+        rf"(?P<rest> .*)$", text)
+    if apposed is not None:
+        candidates.append((apposed, True))
     named = rf"(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>(?:'s)? .*)$"
     titled = re.match(rf"(?:(?:{speaker}) {_REPORT} )?(?:(?i:{TITLES})\.? ){named}", text)
     if titled is not None:
@@ -324,6 +338,9 @@ def named_person(statement: str, *, speaker_names: list[str],
         if first in _NOT_NAMES or first.endswith("ing") or any(
                 part.lower() in own for part in name.split()):
             continue  # a gerund ("Seeing Mel's kids..."), or the speaker
+        if not by_noun and re.match(rf"^ (?:is|was) (?:now |also |still )?(?:(?:{speaker})'s"
+                                    rf"|their|his|her) ", rest, re.I):
+            continue  # "Marisol is Priya's new babysitter": who the speaker's babysitter is
         after = rest.removeprefix("'s").split()
         if after and after[0][:1].isupper() and not by_noun:
             continue  # a longer name cut short ("Emma Watson, she's..."): not a subject

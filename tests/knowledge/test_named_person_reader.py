@@ -88,6 +88,13 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     ("Sam just learned Anneliese is expecting twins.", "Anneliese"),
     ("Sam can't believe Marguerite quit the choir.", "Marguerite"),
     ("Sam said turns out Gloria is allergic to cats.", "Gloria"),
+    # introduced by a person noun after a report, with "from ...", or in apposition
+    ("Sam said Sam's coworker Dmitri is leaving.", "Dmitri"),
+    ("Sam's friend from college, Dmitri, just got engaged.", "Dmitri"),
+    ("Dmitri, Sam's old roommate, is getting married.", "Dmitri"),
+    # names written with accents or an apostrophe
+    ("Sam said Tomás is moving to Lima.", "Tomás"),
+    ("Sam said O'Brien is retiring.", "O'Brien"),
     # the 's of "is" or "has" after a name, not of whose
     ("Sam said Dmitri's moving to Oslo.", "Dmitri"),
     ("Dmitri's been sick all week.", "Dmitri"),
@@ -107,6 +114,8 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     ("Sam found out Lisbon is beautiful in June.", None),
     ("Sam said Google is hiring again.", None),
     ("Sam said Dmitri's wedding was lovely.", None),
+    # who someone is to the speaker is the speaker's own fact
+    ("Sam said Marisol is Sam's new babysitter.", None),
 ])
 def test_a_named_person_mid_clause_contracted_or_unlisted(statement: str,
                                                         name: str | None) -> None:
