@@ -42,3 +42,24 @@ def test_the_same_claim_without_a_change_told_links_nothing(
     assert rows(committed_world, "steak")
     with account_context(committed_world.account.id):
         assert not Relation.objects.filter(type="contradicts").exists()
+
+
+def test_an_older_message_arriving_late_is_retired_by_the_newer_giving_it_up(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    # the newer message first, the older one (said a day earlier) after it
+    post(live_server, keys.alice, "Cancelled my Harbor Climbing membership, way too pricey.",
+         at=T0 + timedelta(days=1))
+    post(live_server, keys.alice, "I climb at Harbor Climbing three times a week.")
+    late = rows(committed_world, "three times a week")[0]
+    assert (late.state, late.state_reason) == ("superseded", "f4_late_arrival")
+
+
+def test_an_older_message_arriving_late_is_marked_by_the_newer_telling_a_change(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "Ate my first steak in years today. No more lentils!",
+         at=T0 + timedelta(days=1))
+    post(live_server, keys.alice, "I'm a vegetarian.")
+    old, new = rows(committed_world, "vegetarian")[0], rows(committed_world, "steak")[0]
+    with account_context(committed_world.account.id):
+        edge = Relation.objects.get(type="contradicts")
+        assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
