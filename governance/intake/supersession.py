@@ -62,6 +62,13 @@ _ROLE = (r"(?:manager|lead|director|head|engineer|designer|developer|analyst|nur
          r"|intern|architect|scientist|researcher|editor|writer|producer|owner|founder"
          r"|president|chair|supervisor|technician|accountant|lawyer|attorney|doctor|chef"
          r"|professor|student|volunteer|contractor|freelancer|vp|ceo|cto|cfo|coo)")
+# Jobs named by what one does, beyond the titles of _ROLE.
+_JOBS = (r"(?:barista|waiter|waitress|server|bartender|cashier|nurse|midwife|paramedic"
+         r"|carer|cleaner|driver|courier|mechanic|electrician|plumber|builder|carpenter"
+         r"|chef|cook|baker|butcher|pharmacist|vet|dentist|librarian|receptionist"
+         r"|hairdresser|stylist|barber|tutor|lecturer|trainer|instructor|firefighter"
+         r"|pilot|guard|porter|clerk|salesperson|rep|agent|recruiter|therapist|counsellor"
+         r"|counselor|physio|physiotherapist|surgeon|radiographer|solicitor|paralegal)")
 _STATUS = (r"(?:pending|approved|rejected|denied|accepted|cancel+ed|confirmed|on hold"
            r"|in review|under review|closed|open|resolved|fixed|shipped|done|complete"
            r"|completed|finished|delayed|postponed|paused|active|inactive|expired|renewed"
@@ -114,6 +121,9 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         rf"|(?:got|landed|took|accepted|started) (?:a |an |the )?(?:new |full-time |part-time )?"
         rf"(?:job|position|role|offer|gig) (?:at|with|from)) "
         rf"(?P<v>{_NAME}){_END}",
+        # "is a barista at Grindhouse Coffee": a job held at a named place
+        rf"\b(?:is|am|are|was) (?:now )?an? (?:[\w-]+ ){{0,2}}?(?:{_ROLE}|{_JOBS}) (?:at|for|with) "
+        rf"(?:the )?(?P<v>{_NAME}){_END}",
         rf"\b(?P<v>(?:no longer|not|don't|doesn't) work(?:s|ing)? (?:at|for) [\w&.' -]{{2,40}}?)"
         rf"{_END}",
         rf"\b(?P<v>(?:quit|left|resigned from|laid off from|lost) (?:\w+'s |my |his |her )?"
@@ -130,7 +140,9 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         # a couple now: "we're official", "has a girlfriend", "is seeing someone"
         r"\b(?:is|am|are|been|now) (?:now )?(?P<v>official|(?:in a|in a new) relationship"
         r"|seeing someone|dating someone|together)\b(?! (?:with|on|for|in|at)\b)",
-        r"\b(?:has|have|got) (?:a )?(?P<v>(?:new )?(?:girlfriend|boyfriend|partner))\b"),
+        r"\b(?:has|have|got) (?:a )?(?P<v>(?:new )?(?:girlfriend|boyfriend|partner))\b",
+        r"\b(?P<v>made it official|got together|started (?:dating|seeing) (?:someone|each other"
+        r"|(?-i:[A-Z])\w+))\b"),
     "diet": _frames(
         r"\b(?:is|am|are|went|going|gone|became|become|turned|now|eat|eats|eating) "
         r"(?:fully |strictly |mostly |now )?(?:an? )?(?P<v>vegan|vegetarian|pescatarian|keto|paleo"
@@ -161,7 +173,7 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                        r"|bikes?|biking|walks?|walking)(?: (?:the|a|an|my|his|her|their"
                        r"|(?:\w+ ){0,2}\w+'s))?"
                        r"(?: (?:bus|train|subway|metro|tram|ferry|bike|bicycle|car|scooter))?)"
-                       r" to work\b"),
+                       r" to (?:work|the office|the studio|the site|school|uni|college)\b"),
     "drink": _frames(rf"\b(?:likes?|takes?|drinks?|has|have|prefers?|orders?) (?:{_WHOSE} )?"
                      r"(?P<k>coffee|tea|latte|espresso|cappuccino) (?P<v>with [\w -]{2,30}?|black"
                      r"|plain|sweet|iced|hot|decaf)" + _END),
@@ -334,6 +346,9 @@ def _holder(prefix: str, names: frozenset[str]) -> tuple[str, ...] | None:
     return tuple(w for w in words if w not in _PRONOUNS)
 
 
+_COUPLE = re.compile(r"\band\b", _I)
+
+
 def same_holder(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
     if a is None or b is None or a == b:
         return True
@@ -383,7 +398,12 @@ def _slot_values(statement: str, names: frozenset[str]
                 if held is not None:
                     prefix = held.group(0)
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
-            found.setdefault(key, (_norm(value), _holder(prefix, names)))
+            holder = _holder(prefix, names)
+            if name == "relationship" and holder and _COUPLE.search(prefix) and (
+                    {w.lower() for w in re.findall(r"\w+", prefix)}
+                    & {part for n in names for part in n.split()}):
+                holder = ()  # "Jonah and Sam made it official": Sam's, with Jonah
+            found.setdefault(key, (_norm(value), holder))
             break
     return tuple(found.items())
 
@@ -498,7 +518,12 @@ ABANDON = re.compile(
     r"|parted ways with|cut ties with|split (?:up )?(?:from|with)|separated from"
     r"|said goodbye to|packed up|cleared out|closed (?:my|our|his|her|their)"
     r"|deleted (?:my|our|his|her|their)|ended (?:my|our|his|her|their)"
-    r"|no longer (?:with|at|in|on|into|doing)|no more)"
+    r"|no longer (?:with|at|in|on|into|doing)|no more"
+    # a resignation, a withdrawal: "handed in my notice at Grindhouse", "took our boy out of
+    # Oakfield", "swapped Korean for Italian"
+    r"|handed in (?:my|our|his|her|their|the) (?:notice|apron|badge|keys|resignation)"
+    r"(?: (?:at|to))?|took (?:\w+ ){1,3}out of|pulled (?:\w+ ){1,3}out of"
+    r"|(?:swapped|exchanged|replaced|ditched) (?=\w+(?: \w+)? for\b))"
     rf" (?P<obj>[\w .&'\u2019-]{{2,50}}?)(?: (?:to|is|was|into)\b|{_END})", _I)
 # The same with the thing between the verb and its particle (FrameNet Exchange,
 # Giving, Surrendering_possession): "traded the Civic in", "handed the team over to Marco",
@@ -579,6 +604,7 @@ def _names_thing(old: str, thing: str, names: frozenset[str]) -> bool:
 # Boulder", "rent went up to $2,350", "on day shifts now".
 CHANGE_TO = re.compile(
     r"\b(?:switched|moved|changed|upgraded|downgraded|promoted|raised|cut|lowered|reduced"
+    r"|ported|transitioned"
     r"|increased|pushed|slipped|rescheduled|renamed|migrated|transferred|converted|bumped"
     r"|extended|shortened|postponed|delayed|went (?:up|down)|dropped|brought forward"
     r"|(?:has |have )?gone (?:up|down))\b[\w$' -]{0,40}? (?:to|until|till|into) "

@@ -190,11 +190,25 @@ def human_predicate(words: list[str]) -> bool:
     if _inflected(head, HUMAN_VERBS) and (finite or (
             head not in HUMAN_VERBS and not head.endswith("ing"))):
         return True
-    if copula and (head in HUMAN_STATES or (len(rest) > 1 and head in ("a", "an", "so")
+    if copula and (head in HUMAN_STATES or (len(rest) > 1 and head in ("a", "an", "so", "off")
                                             and rest[1] in HUMAN_STATES)):
-        return True
+        return True  # "is colorblind", "is so tired", "has been off sick"
     return copula and _PERSON_NOUN.match(" ".join(rest[:3])) is not None and (
         head in ("a", "an"))
+
+
+def _finite(words: list[str]) -> bool:
+    """The words after a name start with a finite verb: an auxiliary, or a verb in the
+    past or third person ("broke", "called", "texts")."""
+    head = words[0].lower().strip(",.:;!?") if words else ""
+    if head in ("is", "are", "was", "were", "'s"):
+        return False  # "Veggies are his fave": a copula says nothing of who
+    return head in _FINITE_AUX or head in _HUMAN_IRREGULAR or head in _IRREGULAR_PAST or (
+        len(head) > 4 and head.endswith("ed"))
+
+
+_IRREGULAR_PAST = _words("""broke took gave made got went came ran lost won left found
+told sold bought brought caught fell hit hurt cut put set shut quit spent sent""")
 
 
 # "Dmitri's moving", "Dmitri's been ill", "Dmitri's a nurse": the 's of "is" or "has",
@@ -357,6 +371,9 @@ def named_person(statement: str, *, speaker_names: list[str],
         homograph = first in place_homographs()
         if not by_noun and key is None and not homograph and human_predicate(after):
             return NamedPerson(name, key)  # "Jun is studying law", "Theo can't swim"
+        if not by_noun and key is None and not homograph and first not in word_names() \
+                and _finite(after) and _PRONOUN.search(rest):
+            return NamedPerson(name, key)  # "Leontyne broke her wrist"
         if not (by_noun or _person_cue(
                 rest, nxt, then, nouns, strong_only=key is None and homograph,
                 definite=key is None and first not in given_names(),

@@ -25,6 +25,12 @@ SUPERSEDED = [
     ("Rosa Linde is 41 years old.", "Rosa Linde just celebrated their 42nd birthday."),
     ("Rosa Linde lives in Porto.",
      "Rosa Linde finally got the keys to Rosa Linde's flat in Braga."),
+    # a resignation, a withdrawal, a couple now, the way to the office
+    ("Rosa Linde is a cashier at Marlow Foods.", "Rosa Linde handed in their notice at Marlow."),
+    ("Rosa Linde's daughter goes to Brookside Primary.",
+     "Rosa Linde took their daughter out of Brookside."),
+    ("Rosa Linde is single.", "Rosa Linde and Theo made it official."),
+    ("Rosa Linde cycles to the office.", "Rosa Linde takes the bus to the office now."),
 ]
 
 NOT_UPDATES = [

@@ -104,6 +104,8 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     ("Sam said Wei just bought a house in Oakland.", "Wei"),
     ("Sam said Theo can't swim.", "Theo"),
     ("Sam said Xochitl thinks the plan is risky.", "Xochitl"),
+    ("Sam said Ottoline broke her ankle at netball.", "Ottoline"),
+    ("Sam said Leopoldine has been off sick since March.", "Leopoldine"),
     # a capital that starts a quoted sentence, an object after the verb, a place, the
     # possessive of a thing
     ("Sam said Unconditional love is so important.", None),
