@@ -118,6 +118,8 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     ("Sam said Dmitri's wedding was lovely.", None),
     # who someone is to the speaker is the speaker's own fact
     ("Sam said Marisol is Sam's new babysitter.", None),
+    ("Sam sees Dr. Eriksen now.", None),
+    ("Sam saw Dmitri at the gym.", None),
 ])
 def test_a_named_person_mid_clause_contracted_or_unlisted(statement: str,
                                                         name: str | None) -> None:
