@@ -87,7 +87,11 @@ def locomo_changes(path: str) -> dict[str, Any]:
             message = ObservedMessage(
                 message_id="m", text=turn.text, speaker_key=speaker.key,
                 speaker_name=turn.speaker, occurred_at=turn.occurred_at, known_peers=known,
-                recent_turns=tuple(recent[-2:]))
+                recent_turns=tuple(recent[-2:]),
+                # the other speaker, as intake's conversation_addressee finds them: "you"
+                # is written as their name
+                addressee_key=next((s.lower() for s in conv.speakers
+                                    if s.lower() != speaker.key), None))
             recent.append((speaker.key, turn.text))
             for claim in extractor.extract(message):
                 total += 1

@@ -90,14 +90,14 @@ _PERSON_NOUN = re.compile(rf"^(?:a |an )?(?:\w+ )?(?:{PERSON_NOUNS}|{OCCUPATIONS
 # Not "sees", "saw" or "read": their object is a person or a thing more often than a
 # clause ("Sam sees Dr. Eriksen now" is Sam's dentist; knowledge_fresh5 g06).
 # ("Sam found out Dmitri is colorblind", "Sam said turns out Gloria is allergic").
+# Only verbs that pass the clause on as news: a wish, a hope or being glad ("Tim hopes
+# John enjoys it", "Maria is glad John is alright") is the speaker's own attitude, most
+# often to the listener (LoCoMo dev: 17 such claims moved off their speakers otherwise).
 _REPORT = (r"(?:(?:just|recently|finally|also|only) )?"
-           r"(?:said|says|told \w+|heard|hears|thinks|thought|mentioned|explained|wrote|shared"
-           r"|found out|finds out|learned|learnt|learns|realized|realised|noticed|knows|knew"
-           r"|guesses|guessed|suspects|suspected|bets|believes|believed|figured(?: out)?"
-           r"|feels|felt|hopes|wishes|worries|is worried|was told|got told"
-           r"|discovered|remembered|forgot|is sure|is glad|is happy|is sad|was surprised"
-           r"|can't believe|cannot believe|doesn't think|wonders if|wondered if|is proud)"
-           r"(?: that| how| why| if)?:?(?: (?i:turns out|apparently|like)(?: that)?,?)?")
+           r"(?:said|says|told \w+|heard|hears|thinks|mentioned|explained|wrote|shared"
+           r"|found out|finds out|learned|learnt|learns|realized|realised|noticed"
+           r"|was told|got told|discovered)"
+           r"(?: that)?:?(?: (?i:turns out|apparently)(?: that)?,?)?")
 # -ing nouns a possessive takes ("Dmitri's wedding"): no contraction of "is".
 _ING_NOUN = re.compile(r"^'s (?:wedding|building|meeting|morning|evening|ceiling|clothing"
                        r"|painting|drawing|training|funding|housing|feeling|thing|ring|king"
@@ -348,6 +348,9 @@ def named_person(statement: str, *, speaker_names: list[str],
             candidates.append((match, False))
     for match, by_noun in candidates:
         name, rest = match.group("name"), match.group("rest")
+        parts = name.split()
+        if len(parts) == 2 and parts[1].lower() in known and parts[0] not in given_names():
+            name = parts[1]  # "Impressive Tim is learning German": a word, then the name
         if _CONTRACTED.match(rest) and not _ING_NOUN.match(rest):
             rest = " is " + rest[3:]  # "Dmitri's moving" is "Dmitri is moving"
         first = name.split()[0]

@@ -86,7 +86,7 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     # the subject of a clause the speaker reports, knows or perceives, mid-sentence
     ("Sam found out Dmitri is colorblind.", "Dmitri"),
     ("Sam just learned Anneliese is expecting twins.", "Anneliese"),
-    ("Sam can't believe Marguerite quit the choir.", "Marguerite"),
+    ("Sam heard that Marguerite quit the choir.", "Marguerite"),
     ("Sam said turns out Gloria is allergic to cats.", "Gloria"),
     # introduced by a person noun after a report, with "from ...", or in apposition
     ("Sam said Sam's coworker Dmitri is leaving.", "Dmitri"),
@@ -118,6 +118,11 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     ("Sam said Dmitri's wedding was lovely.", None),
     # who someone is to the speaker is the speaker's own fact
     ("Sam said Marisol is Sam's new babysitter.", None),
+    # the speaker's own wish or feeling about someone, not news of them
+    ("Sam hopes Dmitri enjoys the trip.", None),
+    ("Sam is glad Dmitri is alright.", None),
+    # a word that starts the quote is no part of the name
+    ("Sam said Impressive Alex is learning German.", "Alex"),
     ("Sam sees Dr. Eriksen now.", None),
     ("Sam saw Dmitri at the gym.", None),
 ])
