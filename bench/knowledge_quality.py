@@ -41,7 +41,12 @@ Fixture format (JSON):
                   "old_value": "Tuesday at 10am", "new_value": "Thursday at 4pm",
                   "question": "When is my dentist appointment?"}, ...]}
 
-`label` is junk or keep; `occurred_at` of a message is optional. `case` is same_speaker,
+`label` is junk or keep, or one of two placement checks: `about_other` (a turn whose
+claims are about a named person other than the speaker: passes when no row drawn from it
+is an active fact about the speaker) and `personal` (a sentence one clause of which is
+personal: passes when every row drawn from it that is not rejected is personal or
+restricted, so no clause of it is visible to others); `occurred_at` is optional.
+`case` is same_speaker,
 late_arrival (the new message is ingested first) or third_party (`new.speaker`, another
 peer, states the new value about `speaker`); `new.speaker` defaults to `speaker`; `cue` is
 the update wording (null: the new value is just stated). `validate_dataset` lists the
@@ -85,6 +90,8 @@ JUNK_VISIBLE_STATES = frozenset({"active", "provisional", "held"})
 KEPT_STATES = frozenset({"active", "provisional"})
 CURATOR_VALIDATIONS = frozenset({"review", "dispute"})  # governance.models.Validation.Kind
 GOAL = 0.95
+LABELS = ("junk", "keep", "about_other", "personal")
+PRIVATE_SENSITIVITIES = frozenset({"personal", "restricted"})
 
 SUBPROCESS_SETTINGS = '''\
 from bench.settings import *  # noqa: F403
@@ -118,7 +125,8 @@ def mentions(text: str | None, value: str) -> bool:
 
 
 def value_outcome(statements: list[str], old_value: str, new_value: str,
-                  marked: list[bool] | None = None) -> dict[str, Any]:
+                  marked: list[bool] | None = None, telling: list[bool] | None = None
+                  ) -> dict[str, Any]:
     """Value matching over ranked statements (search top k, or ask's supporting
     statements). A statement mentioning the new value counts as current even when it
     also names the old one ("I no longer take the bus; I bike"); a statement is stale
@@ -127,7 +135,25 @@ def value_outcome(statements: list[str], old_value: str, new_value: str,
     current_first: the first statement mentioning either value mentions the new one (no
     statement mentioning either value is a failure: the reader did not get the answer);
     stale_hidden: no stale statement among them; stale_hidden_or_marked: every stale one
-    among them carries `possibly_outdated` (`marked`, per statement; read-time conflicts)."""
+    among them carries `possibly_outdated` (`marked`, per statement; read-time conflicts).
+
+    `telling` (per statement): drawn from the update's own new message. Such a line that
+    names only the old value tells the change ("Kwame cancelled their Iron Temple
+    membership"): the strict keys count it as stale, the `*_telling_neutral` keys pass
+    over it (neither current nor stale)."""
+    out = _value_outcome(statements, old_value, new_value, marked)
+    if telling is not None:
+        keep = [n for n, t in enumerate(telling)
+                if not (t and not mentions(statements[n], new_value))]
+        rest = _value_outcome([statements[n] for n in keep], old_value, new_value,
+                              [(marked or [False] * len(statements))[n] for n in keep])
+        out["current_first_telling_neutral"] = rest["current_first"]
+        out["stale_hidden_or_marked_telling_neutral"] = rest["stale_hidden_or_marked"]
+    return out
+
+
+def _value_outcome(statements: list[str], old_value: str, new_value: str,
+                   marked: list[bool] | None) -> dict[str, Any]:
     first_rank = None
     first_is_new = False
     new_ranks: list[int] = []
@@ -180,8 +206,9 @@ def validate_dataset(data: dict[str, Any]) -> list[str]:
     for dup in sorted(i for i, n in Counter(ids).items() if n > 1):
         problems.append(f"id {dup} is used more than once")
     for m in data.get("messages", []):
-        if m.get("label") not in ("junk", "keep"):
-            problems.append(f"message {m.get('id')}: label must be junk or keep")
+        if m.get("label") not in LABELS:
+            problems.append(f"message {m.get('id')}: label must be junk or keep (or a "
+                            "placement check: about_other, personal)")
         if m.get("speaker") not in peers:
             problems.append(f"message {m.get('id')}: unknown speaker {m.get('speaker')!r}")
         if not str(m.get("text", "")).strip() or not m.get("category"):
@@ -286,6 +313,30 @@ def refused_by(m: dict[str, Any]) -> str:
     return "classifier" if set(m["reasons"]) == {"f4_gate_a_classifier"} else "rules"
 
 
+def settled_by(u: dict[str, Any]) -> str:
+    """How intake took the old value of an update out of use: `superseded` (the rule was
+    sure, at write time), `contradicts` (not sure: a contradicts relation that reads
+    settle, newer first and older marked) or `neither`."""
+    lc = u["lifecycle"]
+    if lc["old_left_use"] or lc["supersedes_link"]:
+        return "superseded"
+    return "contradicts" if lc["contradicts"] else "neither"
+
+
+def by_mechanism(updates: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per mechanism: how many updates it settled and how often reads then got them
+    right (current first, and the old value hidden or marked), in search and in ask."""
+    out: dict[str, Any] = {}
+    for name in ("superseded", "contradicts", "neither"):
+        items = [u for u in updates if settled_by(u) == name]
+        out[name] = {"n": len(items), **{via: {
+            "current_first_rate": rate([u[via]["current_first"] for u in items]),
+            "stale_hidden_or_marked_rate": rate([
+                u[via].get("stale_hidden_or_marked", u[via]["stale_hidden"]) for u in items]),
+        } for via in ("search", "ask")}}
+    return out
+
+
 def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
               ) -> dict[str, Any]:
     """Rates from the per-item results (see bench/README.md for the keys)."""
@@ -301,6 +352,10 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
         for m in group:
             by[m["category"]].append(m["ok"])
         out[label] = {c: {"n": len(v), "rate": rate(v)} for c, v in sorted(by.items())}
+    for label, key in (("about_other", "third_party_placement"),
+                       ("personal", "clause_sensitivity")):
+        group = [m for m in messages if m["label"] == label]
+        out[key] = {"n": len(group), "rate": rate([m["ok"] for m in group])}
     out["junk_by_mechanism"] = dict(sorted(Counter(refused_by(m) for m in junk).items()))
     out["keep_refused_by_classifier"] = sum(
         "f4_gate_a_classifier" in m["reasons"] for m in keep)
@@ -315,6 +370,16 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
                                            if via in i]),
                 "stale_hidden_or_marked_rate": rate([
                     i[via].get("stale_hidden_or_marked", i[via]["stale_hidden"])
+                    for i in items if via in i]),
+                # lines of the update's own message that tell the change passed over
+                "current_first_telling_neutral_rate": rate([
+                    i[via]["current_first_telling_neutral"] for i in items
+                    if "current_first_telling_neutral" in i.get(via, {})]),
+                "stale_hidden_or_marked_telling_neutral_rate": rate([
+                    i[via]["stale_hidden_or_marked_telling_neutral"] for i in items
+                    if "stale_hidden_or_marked_telling_neutral" in i.get(via, {})]),
+                "both_rate": rate([i[via]["current_first"] and i[via].get(
+                    "stale_hidden_or_marked", i[via]["stale_hidden"])
                     for i in items if via in i]),
             }
         return res
@@ -340,6 +405,7 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
                 "old_still_usable_rate": rate([x["old_usable"] for x in lc]),
             }
         out["updates_by_case"][case] = b
+    out["updates_by_mechanism"] = by_mechanism(sup)
     out["updates_by_cue"] = {
         "with_cue": block([u for u in sup if u.get("cue")]),
         "no_cue": block([u for u in sup if not u.get("cue")]),
@@ -356,6 +422,8 @@ def summarise(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
         "ask_stale_hidden_or_marked_rate": out["updates"]["ask"]["stale_hidden_or_marked_rate"],
         "third_party_not_silently_retired_rate":
             out["updates_by_case"]["third_party"]["lifecycle"]["not_silently_retired_rate"],
+        "third_party_placement_rate": out["third_party_placement"]["rate"],
+        "clause_sensitivity_rate": out["clause_sensitivity"]["rate"],
     }
     out["headline"] = headline
     out["goal"] = GOAL
@@ -510,6 +578,7 @@ def rows_by_message(account_id: Any, client_ids: list[str]) -> dict[str, list[di
                     "id": str(k.id), "statement": k.statement, "state": k.state,
                     "state_reason": k.state_reason,
                     "subject": k.subject_peer.key if k.subject_peer else None,
+                    "sensitivity": k.sensitivity, "named_entity": k.named_entity or "",
                     "supersedes": str(k.supersedes_id) if k.supersedes_id else None})
             vals: dict[str, list[str]] = defaultdict(list)
             for v in Validation.objects.filter(knowledge_id__in=kids, status="open"):
@@ -528,6 +597,12 @@ def rows_by_message(account_id: Any, client_ids: list[str]) -> dict[str, list[di
     return out
 
 
+def _message_row_line(r: dict[str, Any]) -> str:
+    extra = "".join(f" {k}={r[k]}" for k in ("sensitivity", "subject", "named_entity")
+                    if r.get(k))
+    return f"[{r['state']}{extra}] {r['statement']}"
+
+
 def judge_messages(data: dict[str, Any], rows: dict[str, list[dict[str, Any]]]
                    ) -> list[dict[str, Any]]:
     out = []
@@ -537,13 +612,23 @@ def judge_messages(data: dict[str, Any], rows: dict[str, list[dict[str, Any]]]
         if m["label"] == "junk":
             usable = [r for r in mine if r["state"] in JUNK_VISIBLE_STATES]
             ok = not usable
+        elif m["label"] == "about_other":
+            # third-party placement: never an active fact about the speaker (held for a
+            # curator, provisional for the person named, or not kept at all)
+            ok = bool(mine) and not any(r["state"] == "active" and r["subject"] == m["speaker"]
+                                        for r in mine)
+        elif m["label"] == "personal":
+            # clause sensitivity: every clause of the sentence that is kept is private
+            kept = [r for r in mine if r["state"] != "rejected"]
+            ok = bool(kept) and all(r.get("sensitivity") in PRIVATE_SENSITIVITIES
+                                    for r in kept)
         else:
             usable = [r for r in mine if r["state"] in KEPT_STATES]
             ok = bool(usable)
         out.append({"id": m["id"], "label": m["label"], "category": m["category"],
                     "ok": ok, "states": dict(states),
                     "reasons": sorted({r["state_reason"] for r in mine}),
-                    "statements": [f"[{r['state']}] {r['statement']}" for r in mine]})
+                    "statements": [_message_row_line(r) for r in mine]})
     return out
 
 
@@ -584,7 +669,9 @@ def judge_lifecycle(u: dict[str, Any], rows: dict[str, list[dict[str, Any]]]
 
 
 def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]],
-                  profile: str, top_k: int) -> list[dict[str, Any]]:
+                  profile: str, top_k: int,
+                  rows: dict[str, list[dict[str, Any]]] | None = None
+                  ) -> list[dict[str, Any]]:
     from memhouse.client import MemHouseClient
 
     out = []
@@ -593,13 +680,16 @@ def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]]
             res: dict[str, Any] = {"id": u["id"], "case": u["case"], "cue": u.get("cue"),
                                    "attribute": u["attribute"], "question": u["question"],
                                    "old_value": u["old_value"], "new_value": u["new_value"]}
+            # rows drawn from the update's own new message (see value_outcome `telling`)
+            own = {r["id"] for r in (rows or {}).get(f"kq:{u['id']}:new", [])}
             try:
                 found = mh.search(u["question"], scope=scope, peer_key=u["speaker"],
                                   profile=profile, limit=top_k)
                 stmts = [c["statement"] for c in found["candidates"]]
                 marked = [bool(c.get("possibly_outdated")) for c in found["candidates"]]
+                telling = [str(c.get("id")) in own for c in found["candidates"]]
                 res["search"] = {**value_outcome(stmts, u["old_value"], u["new_value"],
-                                                 marked), "top": stmts[:5]}
+                                                 marked, telling), "top": stmts[:5]}
             except Exception as exc:
                 res["search"] = {"current_first": False, "stale_hidden": False,
                                  "error": repr(exc)[:300]}
@@ -611,7 +701,10 @@ def query_updates(base: str, key: str, scope: str, updates: list[dict[str, Any]]
                 cited = body.get("citations") or []
                 marked = [bool(c.get("possibly_outdated")) for c in cited] if len(
                     cited) == len(stmts) else None
-                outcome = value_outcome(stmts, u["old_value"], u["new_value"], marked)
+                telling = [str(c.get("id")) in own for c in cited] if len(
+                    cited) == len(stmts) else None
+                outcome = value_outcome(stmts, u["old_value"], u["new_value"], marked,
+                                        telling)
                 if not stmts and answer:  # an answer without its statements: the text
                     outcome = value_outcome([answer], u["old_value"], u["new_value"])
                 res["ask"] = {**outcome, "answer": answer,
@@ -638,6 +731,10 @@ def failures(messages: list[dict[str, Any]], updates: list[dict[str, Any]]
             continue
         what = ("junk kept as " + ", ".join(f"{n} {s}" for s, n in sorted(m["states"].items()))
                 if m["label"] == "junk" else
+                "a claim about someone else is an active fact about the speaker (or none kept)"
+                if m["label"] == "about_other" else
+                "a clause of a personal sentence is not private (or none kept)"
+                if m["label"] == "personal" else
                 ("keep message produced no statement" if not m["states"] else
                  "keep message has no active/provisional statement (states "
                  + ", ".join(f"{n} {s}" for s, n in sorted(m["states"].items())) + ")"))
@@ -709,6 +806,24 @@ def print_table(summary: dict[str, Any], counts: dict[str, Any]) -> None:
         lines.append(f"{case}: old left use {f(lc['old_left_use_rate'])}, new usable "
                      f"{f(lc['new_usable_rate'])}, supersedes link "
                      f"{f(lc['supersedes_link_rate'])}")
+    for via in ("search", "ask"):
+        v = u[via]
+        lines.append(f"{via}: old hidden or marked {f(v['stale_hidden_or_marked_rate'])}, "
+                     f"current first and old hidden or marked {f(v['both_rate'])}; lines "
+                     f"telling the change passed over: current first "
+                     f"{f(v['current_first_telling_neutral_rate'])}, old hidden or marked "
+                     f"{f(v['stale_hidden_or_marked_telling_neutral_rate'])}")
+    mech = summary["updates_by_mechanism"]
+    lines.append("settled by: " + ", ".join(
+        f"{k} {v['n']} (search {f(v['search']['current_first_rate'])}/"
+        f"{f(v['search']['stale_hidden_or_marked_rate'])}, ask "
+        f"{f(v['ask']['current_first_rate'])}/{f(v['ask']['stale_hidden_or_marked_rate'])})"
+        for k, v in mech.items()))
+    lines.append(f"junk by mechanism: {summary['junk_by_mechanism']}; third-party placement "
+                 f"{f(summary['third_party_placement']['rate'])} "
+                 f"(n={summary['third_party_placement']['n']}); clause sensitivity "
+                 f"{f(summary['clause_sensitivity']['rate'])} "
+                 f"(n={summary['clause_sensitivity']['n']})")
     lines.append(f"goals met: {summary['goals_met']}")
     for line in lines:
         print(line, flush=True)
@@ -742,7 +857,8 @@ def build_args(argv: list[str] | None) -> argparse.Namespace:
 def dataset_counts(data: dict[str, Any]) -> dict[str, Any]:
     labels = Counter(m["label"] for m in data["messages"])
     return {"messages": len(data["messages"]), "junk": labels.get("junk", 0),
-            "keep": labels.get("keep", 0), "updates": len(data["updates"]),
+            "keep": labels.get("keep", 0), "about_other": labels.get("about_other", 0),
+            "personal": labels.get("personal", 0), "updates": len(data["updates"]),
             "updates_by_case": dict(Counter(u["case"] for u in data["updates"])),
             "updates_without_cue": sum(1 for u in data["updates"] if not u.get("cue")),
             "junk_categories": dict(Counter(m["category"] for m in data["messages"]
@@ -798,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         msg_results = judge_messages(data, rows)
         t = time.monotonic()
         upd_results = query_updates(base, api_key, data["scope"], data["updates"],
-                                    args.profile, args.top_k)
+                                    args.profile, args.top_k, rows)
         query_s = time.monotonic() - t
         by_id = {u["id"]: u for u in data["updates"]}
         for r in upd_results:
@@ -817,6 +933,8 @@ def main(argv: list[str] | None = None) -> int:
                        "knowledge_rows_by_state": dict(all_states)},
             **{k: summary[k] for k in ("headline", "goal", "goals_met", "junk_rejected_rate",
                                        "valid_kept_rate", "junk_by_mechanism",
+                                       "third_party_placement", "clause_sensitivity",
+                                       "updates_by_mechanism",
                                        "keep_refused_by_classifier", "junk_by_category",
                                        "keep_by_category", "updates", "updates_all_cases",
                                        "updates_by_case", "updates_by_cue")},

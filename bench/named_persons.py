@@ -68,7 +68,7 @@ def run_set(texts: dict[str, list[str]], *, speaker: Any, known: dict[str, str]
     }
 
 
-def locomo_changes(path: str) -> dict[str, int]:
+def locomo_changes(path: str) -> dict[str, Any]:
     from bench.common import load_locomo
     from governance.intake.named import settle_subject
     from knowledge.ingest.extraction import ObservedMessage
@@ -79,6 +79,7 @@ def locomo_changes(path: str) -> dict[str, int]:
     known = {n.lower(): n.lower() for c in convs for n in c.speakers}
     extractor = RuleBasedExtractor()
     total = changed = 0
+    examples: list[dict[str, Any]] = []
     for conv in convs:
         recent: list[tuple[str, str]] = []
         for turn in conv.turns:
@@ -86,13 +87,21 @@ def locomo_changes(path: str) -> dict[str, int]:
             message = ObservedMessage(
                 message_id="m", text=turn.text, speaker_key=speaker.key,
                 speaker_name=turn.speaker, occurred_at=turn.occurred_at, known_peers=known,
-                recent_turns=tuple(recent[-2:]))
+                recent_turns=tuple(recent[-2:]),
+                # the other speaker, as intake's conversation_addressee finds them: "you"
+                # is written as their name
+                addressee_key=next((s.lower() for s in conv.speakers
+                                    if s.lower() != speaker.key), None))
             recent.append((speaker.key, turn.text))
             for claim in extractor.extract(message):
                 total += 1
-                after, _ = settle_subject(claim, speaker=speaker, names=known)
-                changed += after.subject_peer_key != claim.subject_peer_key
-    return {"claims": total, "placement_changed": changed}
+                after, named = settle_subject(claim, speaker=speaker, names=known)
+                if after.subject_peer_key != claim.subject_peer_key:
+                    changed += 1
+                    examples.append({"statement": claim.statement,
+                                     "from": claim.subject_peer_key,
+                                     "to": after.subject_peer_key, "named": named})
+    return {"claims": total, "placement_changed": changed, "examples": examples}
 
 
 def main() -> None:

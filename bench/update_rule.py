@@ -74,7 +74,8 @@ def run_pairs(data: dict[str, Any]) -> dict[str, Any]:
                 picked = {"new": new.statement, "old": same[found[0]].statement,
                           "slot": found[1], "cosine": found[2]}
                 break
-            clash = best_conflict(new.statement, [o.statement for o in same], names=names)
+            clash = best_conflict(new.statement, [o.statement for o in same], names=names,
+                                  message=pair["new"])
             if clash is not None and conflict is None:
                 conflict = {"new": new.statement, "old": same[clash[0]].statement,
                             "slot": clash[1], "cosine": clash[2]}
@@ -142,7 +143,8 @@ def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
                     else:
                         # Not sure it is an update: would intake link a contradiction?
                         recent = list(reversed(olds[-200:]))
-                        clash = best_conflict(claim.statement, recent, names=names)
+                        clash = best_conflict(claim.statement, recent, names=names,
+                                              message=turn["text"])
                         if clash is not None:
                             conflicts += 1
                             if len(conflict_examples) < 40:

@@ -28,7 +28,7 @@ from governance.intake.gates import (
     normalised,
 )
 from governance.intake.named import settle_subject
-from governance.intake.supersession import may_conflict, settle_update
+from governance.intake.supersession import change_told, may_conflict, settle_update
 from knowledge import audit, lifecycle
 from knowledge.ingest.dead_letter import describe
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
@@ -442,13 +442,14 @@ class BatchPlacer:
             self.reviews[item.state].append(item)  # opened in finish(), all in one go
         if item.state in (lifecycle.ACTIVE, lifecycle.PROVISIONAL) and (
                 claim.replaces is not None or is_candidate(item.statement)
-                or may_conflict(item.statement, names)):
+                or may_conflict(item.statement, names) or change_told(message_text)):
             if claim.replaces is not None:
                 self.flush()  # a model named the row: read it back as written
             # The rule reads the pending rows in memory; an update found writes them first.
             if settle_update(item, actor=PIPELINE, names=names, replaces=claim.replaces,
                              recent=[move.item for move in self.pending],
-                             before_write=self.flush) in ("superseded_old", "late_arrival"):
+                             before_write=self.flush, message_text=message_text
+                             ) in ("superseded_old", "late_arrival"):
                 self._index = None  # a current row left: reload before the next lookup
                 return item
         self._indexed(item)

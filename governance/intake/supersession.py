@@ -62,6 +62,13 @@ _ROLE = (r"(?:manager|lead|director|head|engineer|designer|developer|analyst|nur
          r"|intern|architect|scientist|researcher|editor|writer|producer|owner|founder"
          r"|president|chair|supervisor|technician|accountant|lawyer|attorney|doctor|chef"
          r"|professor|student|volunteer|contractor|freelancer|vp|ceo|cto|cfo|coo)")
+# Jobs named by what one does, beyond the titles of _ROLE.
+_JOBS = (r"(?:barista|waiter|waitress|server|bartender|cashier|nurse|midwife|paramedic"
+         r"|carer|cleaner|driver|courier|mechanic|electrician|plumber|builder|carpenter"
+         r"|chef|cook|baker|butcher|pharmacist|vet|dentist|librarian|receptionist"
+         r"|hairdresser|stylist|barber|tutor|lecturer|trainer|instructor|firefighter"
+         r"|pilot|guard|porter|clerk|salesperson|rep|agent|recruiter|therapist|counsellor"
+         r"|counselor|physio|physiotherapist|surgeon|radiographer|solicitor|paralegal)")
 _STATUS = (r"(?:pending|approved|rejected|denied|accepted|cancel+ed|confirmed|on hold"
            r"|in review|under review|closed|open|resolved|fixed|shipped|done|complete"
            r"|completed|finished|delayed|postponed|paused|active|inactive|expired|renewed"
@@ -86,7 +93,15 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         rf"\bbased (?:now )?(?:in|at) {_V}{_END}",
         rf"\b(?:moved|moving|relocated|relocating|moved back) (?:to|into) {_V}{_END}",
         rf"\b(?:home )?address (?:is|:) (?:now )?{_V}{_END}",
-        rf"\bnew (?:home|address|place|apartment|flat|house) (?:is|:) (?:in |at |on )?{_V}{_END}"),
+        rf"\bnew (?:home|address|place|apartment|flat|house) (?:is|:) (?:in |at |on )?{_V}{_END}",
+        # a home of one's own, named by where it is: "got the keys to our flat in Bristol",
+        # "closed on a house in the suburbs", "rents an apartment downtown"
+        rf"\b(?:got the keys to|moved into|closed on|bought|rents?|renting|owns?|sold)"
+        rf" (?:an?|the|my|our|his|her|their|(?:\w+ )?\w+(?:'s|\u2019s)) (?:new |little |tiny "
+        rf"|big )?"
+        rf"(?:flat|apartment|house|home|place|condo|studio)(?: (?:in|on|at) |"
+        rf" (?=downtown|uptown|midtown))(?P<v>(?!(?:the )?(?:same|middle|end|corner)\b)"
+        rf"[\w@+().,$\u20ac\u00a3' /&-]{{2,40}}?){_END}"),
     "household": _frames(r"\blives? (?:now )?(?P<v>alone|on (?:my|his|her|their) own|with "
                          r"[\w' -]{2,30}?)" + _END),
     "where": _frames(rf"\b(?:the|our|my|{_WHOSE}) {_K} (?:is|are) (?:now )?(?:being )?(?:held )?"
@@ -96,13 +111,19 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                      rf"\b(?:moved|relocated|transferred) (?:the|our|my|{_WHOSE}) {_K} to "
                      rf"{_V}{_END}"),
     "office": _frames(
-        r"\b(?:works? out of|based (?:in|at|out of)|transferred to|moved to|relocated to"
+        r"\b(?:works? out of|works? from|based (?:in|at|out of)|transferred to|moved to"
+        r"|relocated to"
         r"|sits? in|working from) the (?P<v>[\w .'-]{2,30}?) (?:office|branch|site|campus)\b",
         r"\b(?:on|to) the (?P<v>\d+(?:st|nd|rd|th)|ground|top) floor\b"),
     "employer": _frames(
         rf"\b(?:works?|working|employed|job) (?:now )?(?:at|for) {_V}{_END}",
-        rf"\b(?:joined|started (?:a new job )?at|new job at|hired by|switched jobs to) "
+        rf"\b(?:joined|started (?:a new job )?at|new job at|hired by|hired at|switched jobs to"
+        rf"|(?:got|landed|took|accepted|started) (?:a |an |the )?(?:new |full-time |part-time )?"
+        rf"(?:job|position|role|offer|gig) (?:at|with|from)) "
         rf"(?P<v>{_NAME}){_END}",
+        # "is a barista at Grindhouse Coffee": a job held at a named place
+        rf"\b(?:is|am|are|was) (?:now )?an? (?:[\w-]+ ){{0,2}}?(?:{_ROLE}|{_JOBS}) (?:at|for|with) "
+        rf"(?:the )?(?P<v>{_NAME}){_END}",
         rf"\b(?P<v>(?:no longer|not|don't|doesn't) work(?:s|ing)? (?:at|for) [\w&.' -]{{2,40}}?)"
         rf"{_END}",
         rf"\b(?P<v>(?:quit|left|resigned from|laid off from|lost) (?:\w+'s |my |his |her )?"
@@ -115,7 +136,13 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
         r"\b(?:is|am|are|got|getting|now) (?:now )?(?P<v>(?:not |no longer )?(?:married"
         r"|engaged|single|divorced|separated|widowed))\b",
         r"\b(?P<v>broke up|split up|(?:is|am|are|been|now) (?:dating|seeing) "
-        r"(?!(?:Dr|Mr|Mrs|Ms|Prof)\b)(?-i:[A-Z])\w+)\b"),
+        r"(?!(?:Dr|Mr|Mrs|Ms|Prof)\b)(?-i:[A-Z])\w+)\b",
+        # a couple now: "we're official", "has a girlfriend", "is seeing someone"
+        r"\b(?:is|am|are|been|now) (?:now )?(?P<v>official|(?:in a|in a new) relationship"
+        r"|seeing someone|dating someone|together)\b(?! (?:with|on|for|in|at)\b)",
+        r"\b(?:has|have|got) (?:a )?(?P<v>(?:new )?(?:girlfriend|boyfriend|partner))\b",
+        r"\b(?P<v>made it official|got together|started (?:dating|seeing) (?:someone|each other"
+        r"|(?-i:[A-Z])\w+))\b"),
     "diet": _frames(
         r"\b(?:is|am|are|went|going|gone|became|become|turned|now|eat|eats|eating) "
         r"(?:fully |strictly |mostly |now )?(?:an? )?(?P<v>vegan|vegetarian|pescatarian|keto|paleo"
@@ -146,7 +173,7 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                        r"|bikes?|biking|walks?|walking)(?: (?:the|a|an|my|his|her|their"
                        r"|(?:\w+ ){0,2}\w+'s))?"
                        r"(?: (?:bus|train|subway|metro|tram|ferry|bike|bicycle|car|scooter))?)"
-                       r" to work\b"),
+                       r" to (?:work|the office|the studio|the site|school|uni|college)\b"),
     "drink": _frames(rf"\b(?:likes?|takes?|drinks?|has|have|prefers?|orders?) (?:{_WHOSE} )?"
                      r"(?P<k>coffee|tea|latte|espresso|cappuccino) (?P<v>with [\w -]{2,30}?|black"
                      r"|plain|sweet|iced|hot|decaf)" + _END),
@@ -189,6 +216,9 @@ SINGLE_SLOTS: dict[str, list[re.Pattern[str]]] = {
                         r"\b(?P<v>[\w .'-]{2,40}?) is (?:now )?(?:\w+'s |my |his |her |their )?"
                         r"(?:new )?favou?rite (?P<k>[a-z]+)\b"),
     "age": _frames(r"\b(?:is|am|are) (?P<v>\d{1,3}) years? old\b",
+                   # "celebrated my 35th birthday", not "my son's 5th birthday"
+                   r"(?<!'s )(?<!\u2019s )(?<!s' )\b(?:my|our|his|her|their) (?P<v>\d{1,3})"
+                   r"(?:st|nd|rd|th) birthday\b",
                    r"\b(?:turned|turns|turning) (?P<v>\d{1,3})\b(?![.,:-]?\d| (?:kids|times|"
                    r"minutes|hours|days|weeks|months|percent|%))"),
     "timezone": _frames(rf"\btime ?zone is (?:now )?{_V}{_END}"),
@@ -285,6 +315,7 @@ usually officially really and others these days lately recently finally so then 
 is are was were am be been being has have had got gets get will would can could
 new old current
 job title role position work home phone cell mobile e-mail email number address
+flat apartment house condo place studio
 """)  # the last line: words naming the attribute itself, not whose it is
 _PRONOUNS = frozenset({"he", "she", "they", "it", "his", "her", "their", "its", "we", "our"})
 _CLAUSE_CUT = re.compile(r".*(?:[,;:]|\b(?:and|but|so|because|since|while|then|after|before"
@@ -313,6 +344,9 @@ def _holder(prefix: str, names: frozenset[str]) -> tuple[str, ...] | None:
     if words and all(w in _PRONOUNS for w in words):
         return None
     return tuple(w for w in words if w not in _PRONOUNS)
+
+
+_COUPLE = re.compile(r"\band\b", _I)
 
 
 def same_holder(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
@@ -364,7 +398,12 @@ def _slot_values(statement: str, names: frozenset[str]
                 if held is not None:
                     prefix = held.group(0)
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
-            found.setdefault(key, (_norm(value), _holder(prefix, names)))
+            holder = _holder(prefix, names)
+            if name == "relationship" and holder and _COUPLE.search(prefix) and (
+                    {w.lower() for w in re.findall(r"\w+", prefix)}
+                    & {part for n in names for part in n.split()}):
+                holder = ()  # "Jonah and Sam made it official": Sam's, with Jonah
+            found.setdefault(key, (_norm(value), holder))
             break
     return tuple(found.items())
 
@@ -488,8 +527,54 @@ ABANDON = re.compile(
     r"|renamed \w+ from"
     r"|renamed from|traded in|broke up with|unsubscribed from|instead of|rather than"
     r"|handed (?:\w+ )?over|last day at|no longer (?:uses?|using|sees?|seeing|goes to|attends?"
-    r"|plays?|works? (?:at|for|with)|banks? with|has|have|owns?|drives?|lives? (?:in|at|with)))"
+    r"|plays?|works? (?:at|for|with)|banks? with|has|have|owns?|drives?|lives? (?:in|at|with))"
+    # Leaving something behind (FrameNet Quitting, Quitting_a_place, Departing,
+    # Abandonment, Activity_stop, Personal_relationship's "end"): said with a preposition.
+    r"|moved on from|done with|finished with|walked away from|stepped (?:down|away) from"
+    r"|parted ways with|cut ties with|split (?:up )?(?:from|with)|separated from"
+    r"|said goodbye to|packed up|cleared out|closed (?:my|our|his|her|their)"
+    r"|deleted (?:my|our|his|her|their)|ended (?:my|our|his|her|their)"
+    r"|no longer (?:with|at|in|on|into|doing)|no more"
+    # a resignation, a withdrawal: "handed in my notice at Grindhouse", "took our boy out of
+    # Oakfield", "swapped Korean for Italian"
+    r"|handed in (?:my|our|his|her|their|the) (?:notice|apron|badge|keys|resignation)"
+    r"(?: (?:at|to))?|took (?:\w+ ){1,3}out of|pulled (?:\w+ ){1,3}out of"
+    r"|(?:swapped|exchanged|replaced|ditched) (?=\w+(?: \w+)? for\b))"
     rf" (?P<obj>[\w .&'\u2019-]{{2,50}}?)(?: (?:to|is|was|into)\b|{_END})", _I)
+# The same with the thing between the verb and its particle (FrameNet Exchange,
+# Giving, Surrendering_possession): "traded the Civic in", "handed the team over to Marco",
+# "gave my old phone away".
+ABANDON_SPLIT = re.compile(
+    r"\b(?:traded|trading|handed|handing|gave|giving|signed|signing|turned|turning|sold"
+    r"|selling|passed|passing)"
+    r" (?:(?:the|my|our|his|her|their|that|this) )?(?P<obj>[\w .&'\u2019-]{2,40}?)"
+    r" (?:in|over|away|off|back)\b", _I)
+# Ended, told with the thing first: "the veggie phase is over", "Leeds wasn't for me".
+ABANDON_AFTER = re.compile(
+    r"^(?:(?:actually|so|well|honestly|anyway),? )?(?:(?:the|my|our|his|her|their) )?"
+    r"(?P<obj>[\w .&'\u2019-]{2,40}?) (?:(?:is|was|are|were) (?:officially |finally "
+    r"|so |totally |completely )?(?:over|done|finished|history|a thing of the past|behind \w+)"
+    r"|(?:wasn't|isn't|was not|is not|weren't|aren't) (?:really )?for \w+)\b", _I)
+
+
+def abandoned_things(body: str) -> list[str]:
+    """What a claim says was given up, left or ended (the objects of ABANDON,
+    ABANDON_SPLIT and ABANDON_AFTER); "won't quit", "never left" give up nothing."""
+    return list(_abandoned_things(body))
+
+
+@lru_cache(maxsize=8192)
+def _abandoned_things(body: str) -> tuple[str, ...]:
+    # Read for every stored candidate of each new claim (a late arrival's check), so
+    # cached like _slot_values.
+    out = [m.group("obj") for m in ABANDON.finditer(body)
+           if not _NEGATION.search(body[max(0, m.start() - 12):m.start()])]
+    out += [m.group("obj") for m in ABANDON_SPLIT.finditer(body)
+            if not _NEGATION.search(body[max(0, m.start() - 12):m.start()])]
+    after = ABANDON_AFTER.match(body.strip())
+    if after is not None and not _NEGATION.search(after.group("obj")):
+        out.append(after.group("obj"))
+    return tuple(o.strip() for o in out if o.strip())
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "mx", "prof", "the", "my", "his", "her", "their",
                      "our", "a", "an", "old", "current", "usual"})
 
@@ -500,23 +585,42 @@ def _stem(word: str) -> str:
         else word
 
 
+_SUFFIX = re.compile(r"(?:ing|ed|es|er|e|s)$")
+
+
+def _root(word: str) -> str:
+    """A word's stem for matching a thing given up against what names it ("left nursing"
+    and "is a nurse"): the commonest English inflection or -er/-e off, four letters kept."""
+    word = _stem(word)
+    cut = _SUFFIX.sub("", word)
+    return cut if len(cut) >= 4 else word
+
+
+# Words for a stretch of one's life, not the thing itself ("the vegan phase", "my gym era").
+_SPELL = _wordset("""phase era days period stage streak kick thing life lifestyle chapter
+experiment journey habit membership subscription account contract lease plan pass""")
+
+
 def _names_thing(old: str, thing: str, names: frozenset[str]) -> bool:
     """`old` mentions `thing` (its head word, or every word of a name)."""
     words = [w for w in re.findall(r"[\w'\u2019-]+", thing)
              if w.lower() not in _TITLES and content_words(w, names=names)]
+    if len(words) > 1 and words[-1].lower() in _SPELL:
+        words = words[:-1]  # "the vegetarian phase is over": the vegetarian part
     if not words:
         return False
-    have = {_stem(w) for w in re.findall(r"[\w'\u2019-]+", claim_body(old))}
+    have = {_root(w) for w in re.findall(r"[\w'\u2019-]+", claim_body(old))}
     proper = [w for w in words if w[:1].isupper()]
     if proper:  # a name: all of it ("the Harbor Choir last month")
-        return all(_stem(w) in have for w in proper)
-    return _stem(words[-1]) in have or all(_stem(w) in have for w in words)
+        return all(_root(w) in have for w in proper)
+    return _root(words[-1]) in have or all(_root(w) in have for w in words)
 
 
 # A change stated by what it changed to: "upgraded to a Pixel 9", "the offsite moved to
 # Boulder", "rent went up to $2,350", "on day shifts now".
 CHANGE_TO = re.compile(
     r"\b(?:switched|moved|changed|upgraded|downgraded|promoted|raised|cut|lowered|reduced"
+    r"|ported|transitioned"
     r"|increased|pushed|slipped|rescheduled|renamed|migrated|transferred|converted|bumped"
     r"|extended|shortened|postponed|delayed|went (?:up|down)|dropped|brought forward"
     r"|(?:has |have )?gone (?:up|down))\b[\w$' -]{0,40}? (?:to|until|till|into) "
@@ -595,7 +699,7 @@ def is_candidate(statement: str) -> bool:
     body = claim_body(statement)
     return (bool(single_slots(statement)) or bool(multi_heads(statement))
             or bool(STRONG_CUES.search(body)) or bool(_NEGATION.search(body))
-            or bool(ABANDON.search(body)) or bool(CHANGE_TO.search(body))
+            or bool(abandoned_things(body)) or bool(CHANGE_TO.search(body))
             or bool(CURRENT_CUES.search(body))
             or bool(re.search(rf"\b{_NUMBER}\b", body, _I)))
 
@@ -616,8 +720,7 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
         if _count_changed(statement, old):
             return index, "count", 1.0, True
     # "won't quit", "never left": not giving anything up.
-    abandoned = [m.group("obj") for m in ABANDON.finditer(body)
-                 if not _NEGATION.search(body[max(0, m.start() - 12):m.start()])]
+    abandoned = abandoned_things(body)
     changes = bool(CHANGE_TO.search(body) or CURRENT_CUES.search(body))
     if not single and not heads and not strong and not abandoned and not changes:
         return None
@@ -638,7 +741,7 @@ def best_update(statement: str, olds: list[str], *, names: frozenset[str] = froz
             claim_body(old)) else set()
         if common and _says_more(statement, old, names):
             shared.append((index, sorted(common)[0], False))
-        elif abandoned and not ABANDON.search(claim_body(old)) and any(
+        elif abandoned and not abandoned_things(claim_body(old)) and any(
                 _names_thing(old, thing, names) for thing in abandoned):
             given_up.append(index)
         elif changes and index < STRONG_CUE_RECENT and _change_shares_attribute(
@@ -695,7 +798,7 @@ def find_update(item: Knowledge, *, names: frozenset[str] = frozenset(),
     pool = candidates() if candidates is not None else _candidates(item, recent)
     found = best_update(item.statement, [c.statement for c in pool], names=names)
     if found is None:
-        return None
+        return _given_up_later(item, pool, names)
     index, slot, cosine, cue = found
     return Update(old=_whole(pool[index]), slot=slot, cosine=cosine, cue=cue)
 
@@ -716,6 +819,32 @@ Candidate = Knowledge | Stored
 def _whole(row: Candidate) -> Knowledge:
     """The row a candidate is: a pending one already is; a stored one is read."""
     return row if isinstance(row, Knowledge) else Knowledge.objects.get(pk=row.pk)
+
+
+def _given_up_later(item: Knowledge, candidates: Sequence[Candidate],
+                    names: frozenset[str]) -> Update | None:
+    """An older claim arriving late whose thing a stored row said after it gave up ("I
+    train at Iron Temple" after "Cancelled my Iron Temple membership"): settle_update then
+    retires the late claim at once (f4_late_arrival)."""
+    if abandoned_things(claim_body(item.statement)):
+        return None
+    hits = [n for n, c in enumerate(candidates[:STRONG_CUE_RECENT])
+            if any(_names_thing(item.statement, thing, names)
+                   for thing in abandoned_things(claim_body(c.statement)))]
+    at = said_at(item) if hits else None
+    if at is None:
+        return None
+    later = set(Knowledge.objects.filter(pk__in=[candidates[n].pk for n in hits])
+                .annotate(at=Max("sources__message__occurred_at")).filter(at__gt=at)
+                .values_list("pk", flat=True))
+    hits = [n for n in hits if candidates[n].pk in later]
+    if not hits:
+        return None
+    scores = cosines(item.statement, [candidates[n].statement for n in hits])
+    cos, n = max(zip(scores, hits, strict=True))
+    if cos < ABANDON_MIN_COSINE:
+        return None
+    return Update(old=_whole(candidates[n]), slot="abandoned", cosine=round(cos, 4), cue=True)
 
 
 def _candidates(item: Knowledge, recent: Sequence[Knowledge]) -> list[Candidate]:
@@ -787,12 +916,17 @@ def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
     return bool(_named(statement, names)) and not ADDITIVE.search(claim_body(statement))
 
 
-def _overrides(framed: str, other: str, names: frozenset[str]
+def _overrides(framed: str, other: str, names: frozenset[str], *, told: bool = False
                ) -> tuple[str, str, list[str]] | None:
     """(slot, old value as written, the other claim's new named values) when `other`
     may name another value for a one-value attribute `framed` states: `framed` states it
     of the subject itself (a SINGLE_SLOTS frame, its holder the subject) with a named
     value, and `other` does not repeat that value but names something `framed` does
+    not.
+
+    `told`: the message `other` came in says something changed (change_told); then a
+    described value counts too ("is a vegetarian", "takes the bus") and so does an event
+    ("picked up a Mazda 3"), the new words being what `other` says that `framed` does
     not."""
     if _past_event(framed) or ADDITIVE.search(claim_body(other)):
         return None
@@ -803,10 +937,14 @@ def _overrides(framed: str, other: str, names: frozenset[str]
         return None
     words = set(re.findall(r"[\w@.+'-]+", claim_body(other).lower()))
     fresh = [v for k, v in _named(other, names).items() if k not in _named(framed, names)]
+    if told and not fresh:
+        if len(content_words(claim_body(framed), names=names)) > TOLD_MAX_WORDS:
+            return None  # the attribute is a detail of a longer claim, not what it states
+        fresh = sorted(_values(other, names) - _values(framed, names))
     if not fresh:
         return None
     written = _named(framed, names)
-    event = _past_event(other)
+    event = _past_event(other) and not told
     for key, (value, holder) in slot_values(framed, names).items():
         if holder not in ((), None):
             continue  # "Sam's sister lives in Madrid" is not Sam's home
@@ -823,61 +961,159 @@ def _overrides(framed: str, other: str, names: frozenset[str]
         as_written = [w for k, w in written.items() if set(k.split()) & value_words]
         if as_written:
             return key, " ".join(as_written), fresh
+        if told:
+            return key, value, fresh
     return None
 
 
+# A message that says something changed, in the words people use for it (grouped as
+# FrameNet's frames: Activity_start, Getting and Commerce_buy, Replacing and Exchange,
+# Becoming, Quitting and Departing, Activity_stop, Change_event_time), or by a time that
+# says "from here on". It never decides alone: it lets a claim of that message count as
+# another value of an attribute a current row states (see _overrides, `told`).
+CHANGE_TOLD = re.compile(
+    r"\b(?:start(?:ed|ing)|beg[au]n|took up|taking up|picked up|picking up|signed up"
+    r"|bought|buying|got (?:a|an|my|our|the) (?:new|keys)|closed on|signed (?:a|the) lease"
+    r"|switch(?:ed|ing)|swap(?:ped|ping)|trad(?:ed|ing)|replac(?:ed|ing)|chang(?:ed|ing)"
+    r"|upgrad(?:ed|ing)|downgrad(?:ed|ing)|convert(?:ed|ing)|retrain(?:ed|ing)"
+    r"|became|become|turned into|ended up|end up|now it's|it's now|now"
+    r"|left|leaving|quit(?:ting)?|moved|moving|relocat(?:ed|ing)|transferr(?:ed|ing)"
+    r"|retir(?:ed|ing)|gave up|giving up|stopped|stopping|no longer|no more|any ?more"
+    r"|is over|was over|done with|moved on|packed up|handed|reassigned|replaced"
+    r"|rescheduled|postponed|pushed|slides?|bumped"
+    r"|these days|nowadays|from now on|going forward|as of|since|instead|new|finally"
+    r"|from (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|next \w+"
+    r"|tomorrow|today))\b", _I)
+# Attributes a told change may reach: those a person holds one value of at a time (a
+# short frameless state, "uses Android" -> "switched to an iPhone", was tried: 15 false
+# marks on LoCoMo dev at a masked closeness of 0.55, none of which a frame would pass). Not
+# "has" (any "X's thing is ...": "Caroline's goal is to give kids a loving home") nor
+# "status" ("the store is open"), whose described values other talk stays close to.
+TOLD_SLOTS = frozenset({"residence", "household", "office", "employer", "role",
+                        "relationship", "diet", "car", "school", "commute", "drink", "gym",
+                        "manager", "team", "favorite", "age", "phone", "email", "timezone",
+                        "lead", "venue", "where", "name", "deadline", "priority"})
+# Read on the claims with the subject's names masked: two claims about one person are
+# close through the name alone ("Melanie is married" / "Melanie got new shoes": 0.64
+# as written, 0.22 masked).
+TOLD_MIN_COSINE = 0.4
+# A described value is reached only in a claim that states the attribute and little else
+# ("Sam is a vegetarian", "Sam rents an apartment downtown"), not in a longer one a frame
+# happens to match part of ("desserts that work for everyone's diets").
+TOLD_MAX_WORDS = 6
+
+
+def change_told(text: str) -> bool:
+    """Does a message (or claim) say that something changed?"""
+    return bool(CHANGE_TOLD.search(text)) or bool(abandoned_things(claim_body(text)))
+
+
 def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = frozenset(),
-                  said_later: frozenset[int] = frozenset()) -> tuple[int, str, float] | None:
+                  said_later: frozenset[int] = frozenset(), message: str = "",
+                  told_later: frozenset[int] = frozenset()
+                  ) -> tuple[int, str, float] | None:
     """Pure part: which of `olds` (same subject, current, none of them an update the rule
     is sure of) `statement` contradicts, as (index, slot, cosine), or None.
 
     The old row states a one-value attribute with a named value that the new claim names
     another value for (see _overrides), and the two claims are close. `said_later`:
     indices of rows said after the new claim (it arrived late); for those the frame may
-    be on the new claim."""
-    if not may_conflict(statement, names):
+    be on the new claim; `told_later`: those among them drawn from a message that told a
+    change (the told path, the other way round).
+
+    `message`: the whole message the claim was drawn from. When it says something
+    changed (change_told), a claim of it that names no value but states another one for
+    the same attribute ("ate my first steak" against "is a vegetarian") counts too, at a
+    higher closeness (TOLD_MIN_COSINE)."""
+    told = change_told(message or statement)
+    if not told and not may_conflict(statement, names) and not said_later:
         return None
-    picked: list[tuple[int, str, str, list[str]]] = []
+    picked: list[tuple[int, str, bool]] = []
     for index, old in enumerate(olds):
         found = _overrides(old, statement, names) or (
             _overrides(statement, old, names) if index in said_later else None)
+        late_told = None if found is not None or index not in told_later \
+            else _overrides(statement, old, names, told=True)
         if found is not None:
-            picked.append((index, *found))
+            picked.append((index, found[0], False))
+        elif late_told is not None and late_told[0].split(":", 1)[0] in TOLD_SLOTS:
+            picked.append((index, late_told[0], True))  # the stored row told the change
+        elif told and (found := _overrides(old, statement, names, told=True)) is not None \
+                and found[0].split(":", 1)[0] in TOLD_SLOTS:
+            picked.append((index, found[0], True))
     if not picked:
         return None
-    scores = cosines(statement, [olds[index] for index, _, _, _ in picked])
+    named = [(index, key) for index, key, by_telling in picked if not by_telling]
+    by_telling = [(index, key) for index, key, told_ in picked if told_]
+    scored = [(pair, cos, CONFLICT_MIN_COSINE) for pair, cos in zip(
+        named, cosines(statement, [olds[i] for i, _ in named]), strict=True)]
+    if by_telling:  # read with the subject's names masked (see TOLD_MIN_COSINE)
+        scored += [(pair, cos, TOLD_MIN_COSINE) for pair, cos in zip(
+            by_telling, cosines(masked(statement, names),
+                                [masked(olds[i], names) for i, _ in by_telling]), strict=True)]
     best: tuple[int, str, float] | None = None
-    for (index, key, _, _), cos in zip(picked, scores, strict=True):
-        if cos >= CONFLICT_MIN_COSINE and (best is None or cos > best[2]):
+    for (index, key), cos, floor in scored:
+        if cos >= floor and (best is None or cos > best[2]):
             best = (index, key, round(cos, 4))
     return best
 
 
+def masked(statement: str, names: frozenset[str]) -> str:
+    """The claim without its attribution, the subject's names as "someone"."""
+    body = claim_body(statement)
+    if not names:
+        return body
+    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.sub(rf"\b(?:{pattern})(?:'s|\u2019s)?\b", "someone", body, flags=_I)
+
+
 def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
-                  recent: Sequence[Knowledge] = (),
+                  recent: Sequence[Knowledge] = (), message_text: str = "",
                   candidates: Callable[[], list[Candidate]] | None = None) -> Update | None:
-    """The current row `item` contradicts without the rule being sure it is an update
-    (`candidates` as for find_update)."""
-    if not may_conflict(item.statement, names):
-        return None
+    """The current row `item` contradicts without the rule being sure it is an update.
+    `message_text`: the message it was drawn from (see best_conflict's `message`);
+    `candidates` as for find_update."""
+    if not may_conflict(item.statement, names) and not change_told(message_text) \
+            and not slot_values(item.statement, names):
+        return None  # a framed claim may be an older one arriving late (see `reverse`)
     rows = candidates() if candidates is not None else _candidates(item, recent)
     olds = [c.statement for c in rows]
-    found = best_conflict(item.statement, olds, names=names)
+    found = best_conflict(item.statement, olds, names=names, message=message_text)
     reverse = [n for n, c in enumerate(rows)
-               if _overrides(item.statement, c.statement, names)] if found is None else []
+               if _overrides(item.statement, c.statement, names) or (
+                   n < STRONG_CUE_RECENT and _overrides(
+                       item.statement, c.statement, names, told=True))
+               ] if found is None else []
     at = said_at(item) if reverse else None
     if at is not None:
         # A framed claim arriving late: the stored rows said after it may name the newer
-        # value without a frame of their own.
+        # value without a frame of their own, or in a message that told the change.
         after = set(Knowledge.objects.filter(pk__in=[rows[n].pk for n in reverse])
                     .annotate(at=Max("sources__message__occurred_at")).filter(at__gt=at)
                     .values_list("pk", flat=True))
-        found = best_conflict(item.statement, olds, names=names, said_later=frozenset(
-            n for n in reverse if rows[n].pk in after))
+        later = [n for n in reverse if rows[n].pk in after]
+        told_later = _told_messages([rows[n] for n in later]) if later else set()
+        found = best_conflict(item.statement, olds, names=names,
+                              said_later=frozenset(later), message=message_text,
+                              told_later=frozenset(n for n in later
+                                                   if rows[n].pk in told_later))
     if found is None:
         return None
     index, slot, cosine = found
-    return Update(old=_whole(rows[index]), slot=slot, cosine=cosine, cue=False)
+    old = _whole(rows[index])
+    old_at = said_at(old)
+    if old_at is not None and old_at == said_at(item):
+        return None  # two claims of one message say no change of each other
+    return Update(old=old, slot=slot, cosine=cosine, cue=False)
+
+
+def _told_messages(rows: Sequence[Candidate]) -> set[Any]:
+    """The ids of `rows` drawn from a message that tells a change (change_told)."""
+    from knowledge.models import KnowledgeSource
+
+    return {kid for kid, text in KnowledgeSource.objects.filter(
+        knowledge_id__in=[r.pk for r in rows], message__isnull=False)
+        .values_list("knowledge_id", "message__text") if change_told(text or "")}
 
 
 def _newer_older(a: Knowledge, b: Knowledge) -> tuple[Knowledge, Knowledge]:
@@ -953,14 +1189,16 @@ def _mark_supersedes(newer: Knowledge, older: Knowledge, *, confidence: float) -
 
 def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = frozenset(),
                   replaces: str | None = None, recent: Sequence[Knowledge] = (),
-                  before_write: Callable[[], None] | None = None) -> str | None:
+                  before_write: Callable[[], None] | None = None,
+                  message_text: str = "") -> str | None:
     """Apply the update rule to a freshly placed row. Returns what happened:
     "superseded_old", "late_arrival", "contradiction" or None. Call inside the
     transaction that placed `item`.
 
     A batch passes its placed-but-unwritten rows as `recent` (see find_update) and a
     `before_write` that writes them, called once an update is found and before this
-    reads sources or writes anything."""
+    reads sources or writes anything. `message_text`: the message `item` was drawn from
+    (a change it tells reaches claims of it that name no value; see best_conflict)."""
     from governance.models import Validation
     from knowledge.lifecycle import transition
     from knowledge.models import Relation
@@ -977,7 +1215,8 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
     update = find_update(item, names=names, replaces=replaces, recent=recent,
                          candidates=candidates)
     if update is None:
-        conflict = find_conflict(item, names=names, recent=recent, candidates=candidates)
+        conflict = find_conflict(item, names=names, recent=recent, candidates=candidates,
+                                 message_text=message_text)
         if conflict is None:
             return None
         if before_write is not None:

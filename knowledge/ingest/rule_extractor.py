@@ -772,11 +772,12 @@ def _rewrite(text: str, speaker: str, addressee: str | None, lead: str = "",
             previous_word = low
             continue
         replacement: str | None = None
+        # part of a longer word: "me-time", and an address ("marta@kowalczyk.me")
         hyphenated = (
-            index + 2 < len(pieces) and pieces[index + 1] == "-"
+            index + 2 < len(pieces) and pieces[index + 1] in ("-", "@")
             and _TOKEN.fullmatch(pieces[index + 2]) is not None
         ) or (
-            index > 1 and pieces[index - 1] == "-"
+            index > 1 and pieces[index - 1] in ("-", ".", "@", "/")
             and _TOKEN.fullmatch(pieces[index - 2]) is not None
         )
         if hyphenated:

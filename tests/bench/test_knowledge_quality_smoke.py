@@ -114,3 +114,38 @@ def test_slice_ingest_order_and_summary():
     assert s["goals_met"] is False
     fails = kq.failures(msgs, updates)
     assert {f["id"] for f in fails} >= {data["messages"][1]["id"], late["id"]}
+
+
+def test_a_line_of_the_update_message_that_tells_the_change_is_passed_over_apart() -> None:
+    statements = ["Kwame cancelled their Iron Temple membership.",
+                  "PureGym in town is where Kwame lifts.", "Kwame trains at Iron Temple gym."]
+    strict = kq.value_outcome(statements, "Iron Temple", "PureGym", [False, False, True])
+    assert not strict["current_first"] and not strict["stale_hidden_or_marked"]
+    both = kq.value_outcome(statements, "Iron Temple", "PureGym", [False, False, True],
+                            [True, True, False])
+    assert not both["current_first"]  # the strict keys are unchanged
+    assert both["current_first_telling_neutral"]
+    assert both["stale_hidden_or_marked_telling_neutral"]
+    # the old row itself is never passed over
+    unmarked = kq.value_outcome(statements, "Iron Temple", "PureGym", None,
+                                [True, True, False])
+    assert not unmarked["stale_hidden_or_marked_telling_neutral"]
+
+
+def test_placement_checks_judge_every_row_of_the_turn() -> None:
+    data = {"messages": [
+        {"id": "p1", "label": "about_other", "category": "x", "speaker": "sam"},
+        {"id": "p2", "label": "about_other", "category": "x", "speaker": "sam"},
+        {"id": "s1", "label": "personal", "category": "x", "speaker": "sam"},
+        {"id": "s2", "label": "personal", "category": "x", "speaker": "sam"}]}
+
+    def row(state: str, subject: str | None, sensitivity: str = "internal") -> dict:
+        return {"id": "r", "statement": "x", "state": state, "state_reason": "",
+                "subject": subject, "sensitivity": sensitivity, "named_entity": ""}
+
+    rows = {"kq:p1": [row("held", None), row("provisional", "alex")],
+            "kq:p2": [row("held", None), row("active", "sam")],
+            "kq:s1": [row("active", "sam", "personal"), row("rejected", "sam")],
+            "kq:s2": [row("active", "sam", "personal"), row("active", "sam")]}
+    ok = {m["id"]: m["ok"] for m in kq.judge_messages(data, rows)}
+    assert ok == {"p1": True, "p2": False, "s1": True, "s2": False}

@@ -80,3 +80,53 @@ def test_a_models_claim_about_an_unlisted_person_is_held_not_the_speakers(
     assert (sister.state, sister.named_entity) == ("held", "Jordan")
     own = rows["Caroline is relieved for Jordan."]
     assert own.state == "active" and own.subject_peer.key == "caroline"
+
+
+@pytest.mark.parametrize(("statement", "name"), [
+    # the subject of a clause the speaker reports, knows or perceives, mid-sentence
+    ("Sam found out Dmitri is colorblind.", "Dmitri"),
+    ("Sam just learned Anneliese is expecting twins.", "Anneliese"),
+    ("Sam heard that Marguerite quit the choir.", "Marguerite"),
+    ("Sam said turns out Gloria is allergic to cats.", "Gloria"),
+    # introduced by a person noun after a report, with "from ...", or in apposition
+    ("Sam said Sam's coworker Dmitri is leaving.", "Dmitri"),
+    ("Sam's friend from college, Dmitri, just got engaged.", "Dmitri"),
+    ("Dmitri, Sam's old roommate, is getting married.", "Dmitri"),
+    # names written with accents or an apostrophe
+    ("Sam said Tomás is moving to Lima.", "Tomás"),
+    ("Sam said O'Brien is retiring.", "O'Brien"),
+    # the 's of "is" or "has" after a name, not of whose
+    ("Sam said Dmitri's moving to Oslo.", "Dmitri"),
+    ("Dmitri's been sick all week.", "Dmitri"),
+    # names on no list, known by what only a person does or is
+    ("Sam said Jun is studying law at Columbia.", "Jun"),
+    ("Sam heard Yuki left the company.", "Yuki"),
+    ("Sam said Wei just bought a house in Oakland.", "Wei"),
+    ("Sam said Theo can't swim.", "Theo"),
+    ("Sam said Xochitl thinks the plan is risky.", "Xochitl"),
+    ("Sam said Ottoline broke her ankle at netball.", "Ottoline"),
+    ("Sam said Leopoldine has been off sick since March.", "Leopoldine"),
+    # a capital that starts a quoted sentence, an object after the verb, a place, the
+    # possessive of a thing
+    ("Sam said Unconditional love is so important.", None),
+    ("Sam said Events like these are great for the community.", None),
+    ("Moments like these remind Sam why Sam keeps going.", None),
+    ("Sam said Strength training is important for runners.", None),
+    ("Sam wishes Nate the best on Nate's party.", None),
+    ("Sam found out Lisbon is beautiful in June.", None),
+    ("Sam said Google is hiring again.", None),
+    ("Sam said Dmitri's wedding was lovely.", None),
+    # who someone is to the speaker is the speaker's own fact
+    ("Sam said Marisol is Sam's new babysitter.", None),
+    # the speaker's own wish or feeling about someone, not news of them
+    ("Sam hopes Dmitri enjoys the trip.", None),
+    ("Sam is glad Dmitri is alright.", None),
+    # a word that starts the quote is no part of the name
+    ("Sam said Impressive Alex is learning German.", "Alex"),
+    ("Sam sees Dr. Eriksen now.", None),
+    ("Sam saw Dmitri at the gym.", None),
+])
+def test_a_named_person_mid_clause_contracted_or_unlisted(statement: str,
+                                                        name: str | None) -> None:
+    found = named_person(statement, speaker_names=["Sam", "sam"], known={"alex": "alex"})
+    assert (found.name if found else None) == name

@@ -141,3 +141,10 @@ def test_a_date_that_frames_the_clause_still_leaves_the_text(text, kept, dropped
 
 def test_you_know_is_a_filler_not_news():
     assert extract("It's like a reset button, you know?") == []
+
+
+def test_a_pronoun_inside_an_address_is_left_as_written() -> None:
+    # "me" of an e-mail address or a domain is no first person (knowledge_fresh4 f18)
+    said = statement("Please stop using my outlook address, I'm on marta@kowalczyk.me now.")
+    assert "marta@kowalczyk.me" in said
+    assert "me-time" in statement("I need some me-time.")
