@@ -42,12 +42,12 @@ def _setup() -> None:
 
 
 def _claims(extractor: Any, text: str, when: datetime, speaker: dict[str, str],
-            peers: dict[str, str]) -> list[Any]:
+            peers: dict[str, str], addressee: str | None = None) -> list[Any]:
     from knowledge.ingest.extraction import ObservedMessage
 
     observed = ObservedMessage(message_id="00000000-0000-4000-8000-000000000001", text=text,
                                speaker_key=speaker["key"], speaker_name=speaker["name"],
-                               occurred_at=when, known_peers=peers)
+                               occurred_at=when, known_peers=peers, addressee_key=addressee)
     return list(extractor.extract(observed))
 
 
@@ -129,7 +129,9 @@ def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
                                      "%I:%M %p on %d %B, %Y %z")
             for turn in c[f"session_{n}"]:
                 speaker = {"key": turn["speaker"].lower(), "name": turn["speaker"]}
-                for claim in _claims(extractor, turn["text"], when, speaker, peers):
+                # the other speaker, as intake's conversation_addressee finds them
+                other = next((p.lower() for p in people if p.lower() != speaker["key"]), None)
+                for claim in _claims(extractor, turn["text"], when, speaker, peers, other):
                     total += 1
                     olds = history.setdefault(claim.subject_peer_key, [])
                     found = best_update(claim.statement, list(reversed(olds[-200:])),

@@ -550,11 +550,14 @@ ABANDON_SPLIT = re.compile(
     r" (?:(?:the|my|our|his|her|their|that|this) )?(?P<obj>[\w .&'\u2019-]{2,40}?)"
     r" (?:in|over|away|off|back)\b", _I)
 # Ended, told with the thing first: "the veggie phase is over", "Leeds wasn't for me".
+# The thing is a short noun phrase and the ending closes its clause: "once John is done
+# reading it" ends nothing (LoCoMo dev).
 ABANDON_AFTER = re.compile(
     r"^(?:(?:actually|so|well|honestly|anyway),? )?(?:(?:the|my|our|his|her|their) )?"
-    r"(?P<obj>[\w .&'\u2019-]{2,40}?) (?:(?:is|was|are|were) (?:officially |finally "
-    r"|so |totally |completely )?(?:over|done|finished|history|a thing of the past|behind \w+)"
-    r"|(?:wasn't|isn't|was not|is not|weren't|aren't) (?:really )?for \w+)\b", _I)
+    r"(?P<obj>[\w&'\u2019-]+(?: [\w&'\u2019-]+){0,3}?) (?:(?:is|was|are|were) "
+    r"(?:officially |finally |so |totally |completely )?(?:over|done|finished|history"
+    r"|a thing of the past|behind \w+)(?=\s*(?:[.,;:!?]|$|now\b|for good\b|and\b))"
+    r"|(?:wasn't|isn't|was not|is not|weren't|aren't) (?:really )?for \w+\b)", _I)
 
 
 def abandoned_things(body: str) -> list[str]:

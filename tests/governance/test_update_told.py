@@ -40,6 +40,9 @@ NOT_UPDATES = [
     ("Rosa Linde lives in Porto.", "Rosa Linde's sister Ana's flat in Braga is tiny."),
     ("Rosa Linde drives a Subaru Outback.", "Rosa Linde traded the old sofa in."),
     ("Rosa Linde is a teacher at Hillside.", "Rosa Linde would never leave teaching."),
+    # "done" that ends no thing of the old claim's (LoCoMo dev)
+    ("Rosa Linde knows Omar has found his peace in reading fantasy books.",
+     "Rosa Linde will let Omar know once Rosa Linde is done reading it."),
 ]
 
 
