@@ -13,12 +13,18 @@ from knowledge.models import Message, Peer, Scope, Session
 from memhouse.core.principal import Reader, internal_reader
 from memhouse.core.tenancy import account_context
 from retrieval import engine
-from retrieval.profiles import BASE_PROFILES
+from retrieval.profiles import BASE_PROFILES, with_deadline
 from retrieval.strategies.semantic import SAID_WHEN
 from retrieval.vectors import embed_knowledge, embed_messages
 from tests.retrieval.test_search import _add
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _unhurried(profile):
+    """The profile with a deadline no loaded machine misses: these tests are about what the
+    lanes read, not about time (the deadline has its own tests)."""
+    return with_deadline(profile, 10_000)
 
 
 def _reader(w, key: str) -> Reader:
@@ -67,7 +73,7 @@ def _search(w, query: str, reader: Reader | None = None, profile: str = "balance
     with account_context(w.account.id):
         scope = Scope.objects.get(path="/marketing/social")
         return engine.search(reader=reader or internal_reader(w.account.id), scope=scope,
-                             query=query, profile=BASE_PROFILES[profile], limit=10,
+                             query=query, profile=_unhurried(BASE_PROFILES[profile]), limit=10,
                              as_of=as_of)
 
 

@@ -13,7 +13,7 @@ from knowledge.models import Message, Peer, Scope, Session
 from memhouse.core.principal import Reader, internal_reader
 from memhouse.core.tenancy import account_context
 from retrieval import engine
-from retrieval.profiles import BASE_PROFILES
+from retrieval.profiles import BASE_PROFILES, with_deadline
 from retrieval.strategies.semantic import SOURCE_TURNS
 from retrieval.vectors import embed_knowledge, embed_messages
 from tests.retrieval.test_search import _add
@@ -21,6 +21,12 @@ from tests.retrieval.test_search import _add
 pytestmark = pytest.mark.django_db(transaction=True)
 
 QUERY = "Where did Alice go on her road trip for research?"
+
+
+def _unhurried(profile):
+    """The profile with a deadline no loaded machine misses: these tests are about what the
+    lanes read, not about time (the deadline has its own tests)."""
+    return with_deadline(profile, 10_000)
 
 
 def _reader(w, key: str) -> Reader:
@@ -61,7 +67,7 @@ def _search(w, reader: Reader):
     with account_context(w.account.id):
         scope = Scope.objects.get(path="/marketing/social")
         return engine.search(reader=reader, scope=scope, query=QUERY,
-                             profile=BASE_PROFILES["balanced"], limit=10)
+                             profile=_unhurried(BASE_PROFILES["balanced"]), limit=10)
 
 
 def test_an_answer_is_reached_through_the_question_turn_before_it(dialogue):
