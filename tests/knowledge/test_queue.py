@@ -133,7 +133,7 @@ def test_a_routed_task_lands_on_its_named_queue_and_a_worker_on_that_queue_runs_
     assert routed_broker.llen("extraction") == 0
     queued = {json.loads(raw)["headers"]["task"]
               for raw in routed_broker.lrange("embedding", 0, -1)}
-    assert "retrieval.embed_knowledge" in queued
+    assert "retrieval.embed_batch" in queued  # a batch's statements and messages, one call
     with start_worker(app, pool="solo", perform_ping_check=False, queues=["embedding"],
                       shutdown_timeout=120):
         assert _wait(lambda: routed_broker.llen("embedding") == 0)
