@@ -348,6 +348,9 @@ def named_person(statement: str, *, speaker_names: list[str],
             candidates.append((match, False))
     for match, by_noun in candidates:
         name, rest = match.group("name"), match.group("rest")
+        parts = name.split()
+        if len(parts) == 2 and parts[1].lower() in known and parts[0] not in given_names():
+            continue  # "Impressive Tim is learning German": a word before a known name
         if _CONTRACTED.match(rest) and not _ING_NOUN.match(rest):
             rest = " is " + rest[3:]  # "Dmitri's moving" is "Dmitri is moving"
         first = name.split()[0]
