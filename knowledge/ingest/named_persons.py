@@ -350,7 +350,7 @@ def named_person(statement: str, *, speaker_names: list[str],
         name, rest = match.group("name"), match.group("rest")
         parts = name.split()
         if len(parts) == 2 and parts[1].lower() in known and parts[0] not in given_names():
-            name = parts[1]  # "Impressive Tim is learning German": a word, then the name
+            continue  # "Impressive Tim is learning German": a word before a known name
         if _CONTRACTED.match(rest) and not _ING_NOUN.match(rest):
             rest = " is " + rest[3:]  # "Dmitri's moving" is "Dmitri is moving"
         first = name.split()[0]
