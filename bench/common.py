@@ -319,12 +319,15 @@ def scale_deadlines(factor: float) -> dict[str, int]:
     import dataclasses
 
     from retrieval import profiles
+    from retrieval.strategies import semantic
 
     if factor != 1:
         for name, p in list(profiles.BASE_PROFILES.items()):
             profiles.BASE_PROFILES[name] = dataclasses.replace(
                 p, deadline_ms=int(p.deadline_ms * factor),
                 rerank_reserve_ms=int(p.rerank_reserve_ms * factor))
+        # Semantic's lanes have a time of their own per statement: scaled alike.
+        semantic.LANE_STATEMENT_MS = int(semantic.LANE_STATEMENT_MS * factor)
     return {name: p.deadline_ms for name, p in profiles.BASE_PROFILES.items()}
 
 

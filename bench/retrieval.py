@@ -57,14 +57,55 @@ PROFILES = ("balanced", "thorough")
 # =======================================================================================
 
 
+_TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_ms(pid: int) -> float:
+    """CPU time (user + system) a process has used, from /proc (clock-tick resolution)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * _TICK_MS
+
+
+def backend_cpu_ms() -> float:
+    """CPU time of this thread's database backend so far (0 without a connection)."""
+    from django.db import connection
+
+    raw = connection.connection
+    return proc_cpu_ms(raw.info.backend_pid) if raw is not None else 0.0
+
+
+def server_cpu_ms() -> dict[int, float]:
+    """CPU time of every process of the embedded PostgreSQL server (backends, parallel
+    workers, background processes) by pid, for CPU per search whatever the load."""
+    postmaster = common._postmaster_pid()
+    if postmaster is None:
+        return {}
+    return {pid: proc_cpu_ms(pid) for pid, _ in common._server_processes(postmaster)}
+
+
+def cpu_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU the server used between two server_cpu_ms() readings (a process that ended in
+    between is not counted: negligible for a search's short-lived parallel workers)."""
+    return sum(ms - before.get(pid, 0.0) for pid, ms in after.items())
+
+
 class StrategyTimer:
     """Per-strategy timings, by wrapping (at run time, in this process only) the engine's
     `_execute` (connection + transaction + SET LOCAL + strategy) and each FIRST_STAGE
-    function (the strategy body alone). App code is not modified."""
+    function (the strategy body alone). App code is not modified. Beside wall time each
+    body reports its CPU time: Python (its thread) and PostgreSQL (its backend, at the
+    kernel's clock-tick resolution, so only the mean over many searches means much),
+    which a shared machine's load does not inflate."""
 
     def __init__(self) -> None:
         self.exec_ms: dict[str, list[float]] = defaultdict(list)
         self.run_ms: dict[str, list[float]] = defaultdict(list)
+        self.py_cpu_ms: dict[str, list[float]] = defaultdict(list)
+        self.pg_cpu_ms: dict[str, list[float]] = defaultdict(list)
         self._lock = __import__("threading").Lock()
         self._saved: dict[str, Any] = {}
 
@@ -74,10 +115,10 @@ class StrategyTimer:
         self._saved = {"_execute": engine._execute, "stage": dict(engine.FIRST_STAGE)}
         orig_exec = engine._execute
 
-        def timed_exec(run: Any, ctx: Any, deadline: float, running: Any) -> Any:
+        def timed_exec(run: Any, ctx: Any, deadline: float, running: Any, *rest: Any) -> Any:
             t = time.monotonic()
             try:
-                return orig_exec(run, ctx, deadline, running)
+                return orig_exec(run, ctx, deadline, running, *rest)
             finally:
                 name = getattr(run, "_bench_name", getattr(run, "__module__", "?"))
                 with self._lock:
@@ -102,12 +143,16 @@ class StrategyTimer:
 
     def _wrap(self, name: str, fn: Any) -> Any:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t = time.monotonic()
+            t, py, pg = time.monotonic(), time.thread_time(), backend_cpu_ms()
             try:
                 return fn(*args, **kwargs)
             finally:
+                wall = (time.monotonic() - t) * 1000
+                py_ms, pg_ms = (time.thread_time() - py) * 1000, backend_cpu_ms() - pg
                 with self._lock:
-                    self.run_ms[name].append((time.monotonic() - t) * 1000)
+                    self.run_ms[name].append(wall)
+                    self.py_cpu_ms[name].append(py_ms)
+                    self.pg_cpu_ms[name].append(pg_ms)
         timed._bench_name = name  # type: ignore[attr-defined]
         return timed
 
@@ -130,10 +175,16 @@ class StrategyTimer:
         return {"strategy_body_ms": {k: pct(v) for k, v in sorted(self.run_ms.items())},
                 "strategy_with_connection_ms": {k: pct(v)
                                                 for k, v in sorted(self.exec_ms.items())},
-                "note": "strategy_with_connection_ms = engine._execute: connect (CONN_MAX_AGE "
-                        "0 opens a connection per strategy), transaction, set_account, SET "
-                        "LOCAL statement_timeout, strategy body; relation_expand runs through "
-                        "_execute too (module name 'relation')"}
+                "strategy_python_cpu_ms": {k: pct(v) for k, v in sorted(self.py_cpu_ms.items())},
+                "strategy_postgres_cpu_ms": {k: pct(v)
+                                             for k, v in sorted(self.pg_cpu_ms.items())},
+                "note": "strategy_with_connection_ms = engine._execute: the thread's kept "
+                        "connection (pinged only after an idle spell), transaction, "
+                        "set_account with the strategy's settings, strategy body; "
+                        "relation_expand runs through _execute too (module name 'relation'). "
+                        "*_cpu_ms: the body's CPU, its thread (Python) and its backend "
+                        "(PostgreSQL, clock ticks: read the mean); a strategy answered "
+                        "without a thread (temporal without as_of) has no entry"}
 
 
 # Per-question metric keys (definitions in bench/README.md, "Metrics").
@@ -802,7 +853,9 @@ class Scale:
     def __init__(self, *, sizes: list[int], n_queries: int, others_share: float,
                  clusters: int, noise: float, entities: bool, seed: int,
                  write: Any, warmup: int = 10, messages: bool = True,
-                 dated_share: float = 0.0, peer_reader: bool = False) -> None:
+                 dated_share: float = 0.0, peer_reader: bool = False,
+                 explain_only: bool = False) -> None:
+        self.explain_only = explain_only
         self.warmup = warmup
         self.messages = messages
         self.dated_share = dated_share
@@ -1033,10 +1086,12 @@ class Scale:
         mvecs = np.asarray([m[5] for m in messages], dtype=np.float32) + noise.astype(np.float32)
         mvecs /= np.linalg.norm(mvecs, axis=1, keepdims=True)
         stage(MessageVector, [{"id": uuid.uuid4(), "account_id": account_id, "message_id": m[0],
-                               "space_id": self.space.id, "embedding": v, "created_at": now}
+                               "space_id": self.space.id, "embedding": v,
+                               "scope_id": scope_id, "said_at": m[4], "created_at": now}
                               for m, v in zip(messages, mvecs, strict=True)],
               binary={"id": "uuid", "account_id": "uuid", "message_id": "uuid",
-                      "space_id": "uuid", "embedding": "vector", "created_at": "timestamptz"})
+                      "space_id": "uuid", "embedding": "vector", "scope_id": "uuid",
+                      "said_at": "timestamptz", "created_at": "timestamptz"})
         stage(KnowledgeSource, [{"id": uuid.uuid4(), "account_id": account_id,
                                  "knowledge_id": kid, "message_id": mid,
                                  "document_version_id": None, "excerpt": "", "created_at": now}
@@ -1117,6 +1172,8 @@ class Scale:
         from memhouse.core.principal import Reader, internal_reader
 
         account_id, _ = self.target
+        if self.explain_only:
+            return {**info, "explain": self.explain(self._explain_questions())}
         out = {**info, **self._measure_reader(size, internal_reader(account_id))}
         emb = []
         for q in self.queries[:50]:
@@ -1124,7 +1181,7 @@ class Scale:
             self.embedder.embed_query(q)
             emb.append((time.monotonic() - t) * 1000)
         out["query_embedding_ms"] = pct(emb)
-        out["explain"] = self.explain(self.queries[0])
+        out["explain"] = self.explain(self._explain_questions())
         if self.peer_reader:
             # One of the speakers: personal facts about the others, and the messages they
             # came from, are hidden from them (lineage.visible_messages).
@@ -1147,15 +1204,23 @@ class Scale:
             scope = Scope.objects.get(id=scope_id)
         profile = BASE_PROFILES["balanced"]
 
+        cpu: dict[str, list[float]] = {"python": [], "postgres": []}
+
         def one(q: str) -> tuple[float, Any]:
             query_cache().clear()
+            py, pg = time.process_time(), server_cpu_ms()
             t = time.monotonic()
             with account_context(account_id):
                 res = engine.search(reader=reader, scope=scope, query=q, profile=profile,
                                     limit=20)
-            return (time.monotonic() - t) * 1000, res
+            ms = (time.monotonic() - t) * 1000
+            cpu["python"].append((time.process_time() - py) * 1000)
+            cpu["postgres"].append(cpu_since(pg, server_cpu_ms()))
+            return ms, res
         for i in range(self.warmup):  # warm-up: caches, connections, plans, index pages
             one(self.queries[i % len(self.queries)])
+        for values in cpu.values():
+            values.clear()
         wall, eng, dropped_any = [], [], 0
         dropped: dict[str, int] = defaultdict(int)
         contributed: dict[str, int] = defaultdict(int)
@@ -1184,6 +1249,10 @@ class Scale:
                                                        if i in dated]),
             "questions_naming_a_time": len(dated),
             "engine_elapsed_ms": pct(eng),
+            # CPU per search, which the machine's load does not inflate: this process
+            # (every thread: the engine, its strategies, the query embedding) and the
+            # PostgreSQL server (clock ticks per search: read the mean).
+            "cpu_ms_per_search": {k: pct(v) for k, v in cpu.items()},
             "searches_with_timeout_drop": dropped_any,
             "dropped_strategies": dict(dropped),
             "contributed_strategies": dict(contributed),
@@ -1191,40 +1260,92 @@ class Scale:
             "strategy_timings": timer.report(),
         }
 
-    def explain(self, query: str) -> dict[str, Any]:
-        """EXPLAIN (ANALYZE, BUFFERS) of every SELECT the semantic, lexical and entity_match
-        strategies send for one query. The strategy functions are called directly in this
-        thread, with the context the engine would build, and their SQL is captured with
-        Django's connection.execute_wrapper; each plan runs in the same transaction, after
-        the strategy's own SET LOCALs (hnsw.ef_search, hnsw.iterative_scan)."""
+    def _explain_questions(self) -> list[str]:
+        """The first question naming a month of a given year, the first naming a month of
+        any year, and the first naming no time."""
+        from knowledge.ingest.dates import named_times
+
+        now = datetime.now(UTC)
+        kinds = (lambda q: bool(named_times(q, now)) and bool(re.search(r"\d{4}\?$", q)),
+                 lambda q: bool(named_times(q, now)) and not re.search(r"\d{4}\?$", q),
+                 lambda q: not named_times(q, now))
+        return [q for q in (next((q for q in self.queries if kind(q)), None) for kind in kinds)
+                if q]
+
+    def explain(self, queries: list[str]) -> dict[str, Any]:
+        """EXPLAIN (ANALYZE, BUFFERS) of every SELECT the semantic (with its source-turn
+        and said-when lanes), lexical and entity_match strategies send, per question and
+        reader (internal; a peer too with --scale-peer-reader). The strategy functions
+        are called directly in this thread, with the context the engine would build, and
+        their SQL is captured with Django's connection.execute_wrapper; each plan runs in
+        the same transaction, after the strategy's own SET LOCALs and the engine's (no
+        parallel workers). Keys: explain[reader][question index][strategy or lane]."""
+        from memhouse.core.principal import Reader, internal_reader
+
+        account_id, _ = self.target
+        readers = {"internal": internal_reader(account_id)}
+        if self.peer_reader:
+            readers["peer"] = Reader(account_id=account_id, posture="peer",
+                                     peer_id=self.peers[account_id][0], scope_roots=None)
+        out: dict[str, Any] = {"questions": queries}
+        for label, reader in readers.items():
+            out[label] = [self._explain_one(q, reader) for q in queries]
+        return out
+
+    def _explain_one(self, query: str, reader: Any) -> dict[str, Any]:
+        import psycopg
         from django.db import connection
         from django.utils import timezone
 
         from knowledge.models import Scope
         from knowledge.selectors import scope_ancestors
-        from memhouse.core.principal import internal_reader
         from memhouse.core.tenancy import account_context
         from retrieval import engine
         from retrieval.lexical import analyze
         from retrieval.profiles import BASE_PROFILES
+        from retrieval.strategies import semantic
         from retrieval.strategies.base import StrategyContext
 
         account_id, scope_id = self.target
-        reader = internal_reader(account_id)
         profile = BASE_PROFILES["balanced"]
-        out: dict[str, Any] = {"query": query}
+        out: dict[str, Any] = {}
+        part = ["body"]  # which list the SQL being captured belongs to
+
+        def lane(name: str, fn: Any) -> Any:
+            def labelled(*args: Any, **kwargs: Any) -> Any:
+                part[0] = f"lane:{name}"
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    part[0] = "body"
+            return labelled
+
+        saved = {n: getattr(semantic, n) for n in ("_source_turns", "_said_when")}
         for name in ("semantic", "lexical", "entity_match"):
             run = engine.FIRST_STAGE.get(name)
             if run is None:
                 continue
-            captured: list[tuple[str, Any]] = []
+            captured: list[tuple[str, str, Any, list[str]]] = []
 
             def capture(execute: Any, sql: str, params: Any, many: bool, context: Any,
-                        _c: list[tuple[str, Any]] = captured) -> Any:
-                _c.append((sql, params))
+                        _c: list[tuple[str, str, Any, list[str]]] = captured) -> Any:
+                # The planner settings a strategy switched off for this statement
+                # (retrieval.strategies.sql.plan_without), to plan it the same way again;
+                # only for a query, never inside a transaction a timeout has aborted.
+                if sql.lstrip().split(None, 1)[0].upper() in ("SELECT", "WITH") and (
+                        connection.connection.info.transaction_status
+                        != psycopg.pq.TransactionStatus.INERROR):
+                    off = [r[0] for r in connection.connection.execute(
+                        "SELECT name FROM pg_settings WHERE name LIKE 'enable%' "
+                        "AND setting = 'off' AND reset_val = 'on'").fetchall()]
+                else:
+                    off = []
+                _c.append((part[0], sql, params, off))
                 return execute(sql, params, many, context)
 
             with account_context(account_id):
+                with connection.cursor() as cur:
+                    cur.execute("SET LOCAL max_parallel_workers_per_gather = 0")
                 scope = Scope.objects.get(id=scope_id)
                 space_id, vector = engine._space_and_vector(reader, query)
                 ctx = StrategyContext(
@@ -1232,25 +1353,46 @@ class Scale:
                     scope_ids=tuple(scope_ancestors(scope).values_list("id", flat=True)),
                     query=query, lexical=analyze(query), now=timezone.now(),
                     limit=max(profile.head, 20), query_vector=vector or None,
-                    space_id=space_id, options={"lanes": False, "blank_fallback": False})
-                with connection.execute_wrapper(capture):
-                    t = time.monotonic()
-                    res = run(ctx)
-                    body_ms = (time.monotonic() - t) * 1000
-                plans = []
-                for sql, params in captured:
+                    space_id=space_id, options={
+                        "lanes": False, "blank_fallback": False,
+                        "source_turns": semantic.SOURCE_TURNS in profile.weights,
+                        "said_when": semantic.SAID_WHEN in profile.weights})
+                for n, fn in saved.items():
+                    setattr(semantic, n, lane(n.lstrip("_"), fn))
+                try:
+                    with connection.execute_wrapper(capture):
+                        t = time.monotonic()
+                        res = run(ctx)
+                        body_ms = (time.monotonic() - t) * 1000
+                finally:
+                    for n, fn in saved.items():
+                        setattr(semantic, n, fn)
+                plans: dict[str, list[list[str]]] = defaultdict(list)
+                for where, sql, params, off in captured:
                     head = sql.lstrip().split(None, 1)[0].upper()
-                    if head not in ("SELECT", "WITH"):
+                    if (head not in ("SELECT", "WITH") or "pg_settings" in sql
+                            or "set_config" in sql):
                         continue
                     with connection.cursor() as cur:
+                        for setting in off:
+                            cur.execute("SELECT set_config(%s, 'off', true)", [setting])
                         cur.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS) " + sql, params)
-                        plans.append([_VEC_LITERAL.sub("'[...384 floats...]'", r[0])
-                                      for r in cur.fetchall()])
-            out[name] = {"body_ms": round(body_ms, 2), "candidates": len(res.candidates),
-                         "applicable": res.applicable,
-                         "uses_hnsw_index": any(self.index in line
-                                                for plan in plans for line in plan),
-                         "plans": plans}
+                        plan = [_VEC_LITERAL.sub("'[...384 floats...]'", r[0])
+                                for r in cur.fetchall()]
+                        for setting in off:
+                            cur.execute("SELECT set_config(%s, 'on', true)", [setting])
+                    plans[where].append([f"(planned with {', '.join(off)} off)"] * bool(off)
+                                        + plan)
+            for where, found in plans.items():
+                key = name if where == "body" else where
+                out[key] = {"plans": found,
+                            "execution_ms": [_execution_ms(p) for p in found],
+                            "uses_hnsw_index": any(self.index in line or
+                                                   self.message_index in line
+                                                   for p in found for line in p)}
+            out.setdefault(name, {}).update({"body_ms": round(body_ms, 2),
+                                             "applicable": res.applicable,
+                                             "candidates": len(res.candidates)})
         return out
 
     def run(self) -> dict[str, Any]:
@@ -1268,11 +1410,15 @@ class Scale:
             res["wall_seconds"] = round(time.monotonic() - started, 1)
             res["loadavg_after"] = os.getloadavg()
             self.results[str(size)] = res
+            if self.explain_only:
+                log(f"scale {size}: plans written")
+                self.write()
+                continue
             lat = res["latency_ms"]
             log(f"scale {size}: p50 {lat['p50']} p95 {lat['p95']} p99 {lat['p99']} ms, "
                 f"{res['searches_with_timeout_drop']} searches dropped a strategy; "
                 f"semantic uses HNSW: "
-                f"{res['explain'].get('semantic', {}).get('uses_hnsw_index')}")
+                f"{res['explain']['internal'][0].get('semantic', {}).get('uses_hnsw_index')}")
             if "peer_reader" in res:
                 lat = res["peer_reader"]["latency_ms"]
                 log(f"scale {size}, peer reader: p50 {lat['p50']} p95 {lat['p95']} p99 "
@@ -1283,6 +1429,12 @@ class Scale:
 
 
 _VEC_LITERAL = re.compile(r"'\[[-0-9.,e]+\]'")
+_EXECUTION = re.compile(r"Execution Time: ([0-9.]+) ms")
+
+
+def _execution_ms(plan: list[str]) -> float | None:
+    found = [float(m.group(1)) for line in plan if (m := _EXECUTION.search(line))]
+    return found[-1] if found else None
 
 
 def _td(days: float) -> Any:
@@ -1383,6 +1535,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="scale part: share of the questions that name a time ('in July')")
     ap.add_argument("--scale-peer-reader", action="store_true",
                     help="scale part: also search as one of the speakers (a peer reader)")
+    ap.add_argument("--scale-explain-only", action="store_true",
+                    help="scale part: load (or reuse) each size and write the EXPLAIN "
+                         "(ANALYZE, BUFFERS) plans of each strategy and lane, no searches")
     ap.add_argument("--scale-warmup", type=int, default=10,
                     help="searches before the measured ones at each size (a cold HNSW "
                          "index at 1M needs ~100 to reach its steady state)")
@@ -1554,7 +1709,8 @@ def main(argv: list[str] | None = None) -> int:
                       noise=args.noise, entities=not args.no_entity_rebuild, seed=args.seed,
                       write=write, warmup=args.scale_warmup,
                       messages=not args.no_scale_messages,
-                      dated_share=args.scale_dated_share, peer_reader=args.scale_peer_reader)
+                      dated_share=args.scale_dated_share, peer_reader=args.scale_peer_reader,
+                      explain_only=args.scale_explain_only)
         payload["scale"] = scale.results
         scale.run()
     payload["python_peak_rss_mb"] = common.python_peak_rss_mb()

@@ -1,11 +1,13 @@
 """The retrieval engine: fan strategies out under one deadline, fuse, maybe rerank.
 
 1. Resolve the profile and reserve the rerank allowance before anything starts.
-2. Run the first-stage strategies concurrently, each on its own thread and database
-   connection, in a transaction bound to the reader's Account with
-   `SET LOCAL statement_timeout` = the time left, on the read replica when the caller's
-   block reads from it (memhouse.core.db_router). Late strategies are cancelled (the
-   backend query is cancelled too), dropped and reported; failures likewise.
+2. Run the first-stage strategies concurrently, each on its own thread and that thread's
+   kept database connection, in a transaction bound to the reader's Account with
+   `statement_timeout` = the time left (both set in one round trip), on the read replica
+   when the caller's block reads from it (memhouse.core.db_router). A strategy that
+   cannot apply (temporal without as_of) is answered without a thread. Late strategies
+   are cancelled (the backend query is cancelled too), dropped and reported; failures
+   likewise.
 3. relation_expand (when the profile has it) expands the head of the interleaved seed
    lists within the remaining time.
 4. Disagreement is computed on the strategies' raw lists, then score-aware fusion
@@ -59,6 +61,13 @@ FIRST_STAGE: dict[str, Callable[[StrategyContext], StrategyResult]] = {
 _entity = entity_match_or_none()
 if _entity is not None:
     FIRST_STAGE["entity_match"] = _entity
+# Strategies that say without SQL whether they can apply: one that cannot is answered
+# "not applicable" here, without a thread, a connection or a transaction (temporal
+# without as_of, i.e. most searches).
+APPLIES: dict[str, Callable[[StrategyContext], bool]] = {
+    "temporal": temporal_strategy.applies,
+    "salience_recency": salience.applies,
+}
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="memhouse-strategy")
 MAX_LIMIT = 100
@@ -106,14 +115,25 @@ class _Running:
 
 
 # Strategy threads keep their database connection between searches (the pool is
-# bounded, so so are the connections): opening one costs more than most strategies.
+# bounded, so so are the connections): opening one costs more than most strategies, so
+# the strategies of one search, and every later search, reuse them. Nothing of one
+# search stays on a connection: the Account and every other setting a strategy makes
+# are transaction-local and end with its transaction (memhouse.core.tenancy).
 _strategy_connections: set[Any] = set()
 _strategy_connections_lock = threading.Lock()
+# A connection idle longer than this is pinged before use (a server restart or an idle
+# timeout may have closed it); one used moments ago is not: a ping is a round trip.
+IDLE_CHECK_SECONDS = 5.0
+_last_used = threading.local()
 
 
 def _ready_connection(alias: str) -> Any:
     conn = connections[alias]
-    if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
+    if not hasattr(_last_used, "at"):
+        _last_used.at = {}  # alias -> when this thread last used its connection
+    idle = time.monotonic() - _last_used.at.get(alias, 0.0)
+    if conn.connection is not None and (
+            conn.errors_occurred or (idle > IDLE_CHECK_SECONDS and not conn.is_usable())):
         conn.close()
     with _strategy_connections_lock:
         _strategy_connections.add(conn)  # this thread's wrapper
@@ -141,15 +161,19 @@ def _execute(run: Callable[[StrategyContext], StrategyResult], ctx: StrategyCont
             raise TimeoutError("no time left")
         # The caller's database (primary or replica), in this thread's own transaction.
         with reads_on(alias), transaction.atomic(using=alias):
-            set_account(ctx.reader.account_id, using=alias)
-            with conn.cursor() as cur:
-                cur.execute(f"SET LOCAL statement_timeout = {left_ms}")
+            # One round trip binds the Account and the strategy's settings to this
+            # transaction. No parallel workers: the strategies already run side by side,
+            # and a worker's start-up (and a plan run once per worker) costs more than
+            # it saves within a search's deadline on a shared machine.
+            set_account(ctx.reader.account_id, using=alias, local={
+                "statement_timeout": str(left_ms), "max_parallel_workers_per_gather": "0"})
             with running.lock:
                 running.pgconn = conn.connection
             if running.cancelled:
                 raise TimeoutError("cancelled")
             return run(ctx)
     finally:
+        _last_used.at[alias] = time.monotonic()
         with running.lock:
             running.pgconn = None
 
@@ -268,13 +292,19 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
         as_of=as_of,
         # The query is embedded inside the semantic strategy's own thread, so lexical and
         # the others do not wait for the model, and a slow embedding costs only semantic.
+        # `deadline` (monotonic): semantic's lanes keep inside it, so a slow lane is
+        # dropped alone and never costs semantic its own list.
         options={"lanes": profile.lanes, "blank_fallback": blank_fallback,
+                 "deadline": deadline,
                  "source_turns": semantic.SOURCE_TURNS in weights,
                  "said_when": semantic.SAID_WHEN in weights,
                  "vectorize": lambda: _space_and_vector(reader, query)})
     jobs = {s: (FIRST_STAGE[s], base) for s in runnable
             if s in FIRST_STAGE and s not in dropped}
-    done, late = _run_all(jobs, deadline)
+    idle = {s: StrategyResult(s, applicable=False, reason="applicability") for s in jobs
+            if s in APPLIES and not APPLIES[s](base)}
+    done, late = _run_all({s: j for s, j in jobs.items() if s not in idle}, deadline)
+    done.update(idle)
     dropped.update(late)
     if "relation_expand" in runnable and "relation_expand" not in dropped:
         first_lists = [r.candidates for r in done.values() if r.applicable]

@@ -70,6 +70,14 @@ class MessageVector(models.Model):
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
     space = models.ForeignKey(EmbeddingSpace, on_delete=models.CASCADE)
     embedding = VectorField()
+    # The message's scope and occurred_at (a message never changes), on the vector's own
+    # row: semantic's message lanes filter their nearest-neighbour scan by scope and by
+    # when the message was said without a lookup of the message per candidate, which
+    # the planner also turned into a scan of every message of the scope (migration 0012,
+    # bench/README.md "Search at 100k and 1M").
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+",
+                              db_index=False)
+    said_at = models.DateTimeField()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -78,7 +86,9 @@ class MessageVector(models.Model):
             models.UniqueConstraint(fields=["message", "space"],
                                     name="message_vector_one_per_space"),
         ]
-        indexes = [models.Index(fields=["account", "space"])]
+        indexes = [models.Index(fields=["account", "space"]),
+                   models.Index(fields=["account", "space", "said_at"],
+                                name="message_vector_said_at")]
 
 
 class Entity(models.Model):
@@ -143,7 +153,9 @@ class EntityMention(models.Model):
         indexes = [
             models.Index(fields=["account", "knowledge"]),
             # entity_match reads each entity's strongest mentions first, up to its pool.
-            models.Index(fields=["entity", "-confidence"], name="entity_mention_strongest"),
+            # entity_match's pool walks it: strongest first, ties by statement.
+            models.Index(fields=["entity", "-confidence", "knowledge"],
+                         name="entity_mention_strongest"),
         ]
 
 

@@ -77,9 +77,13 @@ def embed_messages(account_id: uuid.UUID | str, message_ids: Sequence[str],
     return embed_batch(account_id, (), message_ids, embedder=embedder)[1]
 
 
-# What each vector table embeds: the rows it may hold, their text column, the owner key.
-_STATEMENTS = (KnowledgeVector, "knowledge", "statement")
-_MESSAGES = (MessageVector, "message", "text")
+# What each vector table embeds: the rows it may hold, the owner key, their text column,
+# and the source fields copied onto the vector row (source field, vector column): a
+# message's scope and time, which semantic's message lanes filter on (retrieval 0012).
+_STATEMENTS: tuple[Any, str, str, tuple[tuple[str, str], ...]] = (
+    KnowledgeVector, "knowledge", "statement", ())
+_MESSAGES: tuple[Any, str, str, tuple[tuple[str, str], ...]] = (
+    MessageVector, "message", "text", (("scope_id", "scope_id"), ("occurred_at", "said_at")))
 
 
 def _sources(vector_model: Any) -> Any:
@@ -88,8 +92,8 @@ def _sources(vector_model: Any) -> Any:
     return Message.objects.all()
 
 
-def _missing(space: EmbeddingSpace, ids: list[str], table: tuple[Any, str, str]) -> Any:
-    vector_model, owner, _ = table
+def _missing(space: EmbeddingSpace, ids: list[str], table: tuple[Any, ...]) -> Any:
+    vector_model, owner = table[:2]
     has_vector = vector_model.objects.filter(**{owner: OuterRef("pk")}, space=space)
     return _sources(vector_model).filter(id__in=ids).exclude(Exists(has_vector))
 
@@ -112,23 +116,24 @@ def embed_batch(account_id: uuid.UUID | str, knowledge_ids: Sequence[str],
     embedder = embedder or get_embedder()
     with account_context(account_id):
         space = space_ensure(embedder.identity)
-        rows = [(table, list(_missing(space, ids, table).values_list("id", table[2])))
+        rows = [(table, list(_missing(space, ids, table).values_list(
+                    "id", table[2], *(field for field, _ in table[3]))))
                 for table, ids in wanted]
-    texts = [text for _, found in rows for _, text in found]
+    texts = [row[1] for _, found in rows for row in found]
     written = {KnowledgeVector: 0, MessageVector: 0}
     if texts:
         vectors = iter(embedder.embed_documents(texts))
         with account_context(account_id):
-            for (vector_model, owner, _), found in rows:
+            for (vector_model, owner, _, carried), found in rows:
                 if not found:
                     continue
                 mine = [next(vectors) for _ in found]
-                still = set(_missing(space, [i for i, _ in found], (vector_model, owner, ""))
+                still = set(_missing(space, [row[0] for row in found], (vector_model, owner))
                             .values_list("id", flat=True))
                 written[vector_model] = _insert_vectors(
                     vector_model, owner, account_id, space,
-                    [(row_id, vec) for (row_id, _), vec in zip(found, mine, strict=True)
-                     if row_id in still])
+                    [(row[0], vec, row[2:]) for row, vec in zip(found, mine, strict=True)
+                     if row[0] in still], columns=[column for _, column in carried])
     if knowledge_ids:
         # The minimal profile's recall projection is copied from the vectors (again, on a
         # redelivery: it also drops copies of rows no longer recallable).
@@ -142,13 +147,16 @@ _vector_oids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 def _insert_vectors(vector_model: Any, owner: str, account_id: uuid.UUID | str,
-                    space: EmbeddingSpace, rows: list[tuple[Any, Sequence[float]]]) -> int:
-    """Insert (row id, vector) pairs, skipping any that has a vector in the space by now
-    (ON CONFLICT DO NOTHING, as bulk_create(ignore_conflicts=True) did); returns how many
-    were sent. The vectors go as binary float4 on a server-side-binding cursor: the
-    ORM's way formatted 384 floats as decimal text per vector and had the driver quote
-    ~7 KB of it into the query (0.28 ms of CPU per vector, more than the rest of the
-    write). PostgreSQL stores float4 either way: the float32 nearest each value."""
+                    space: EmbeddingSpace,
+                    rows: list[tuple[Any, Sequence[float], tuple[Any, ...]]],
+                    columns: Sequence[str] = ()) -> int:
+    """Insert (row id, vector, values of `columns`) rows, skipping any that has a vector
+    in the space by now (ON CONFLICT DO NOTHING, as bulk_create(ignore_conflicts=True)
+    did); returns how many were sent. The vectors go as binary float4 on a
+    server-side-binding cursor: the ORM's way formatted 384 floats as decimal text per
+    vector and had the driver quote ~7 KB of it into the query (0.28 ms of CPU per
+    vector, more than the rest of the write). PostgreSQL stores float4 either way: the
+    float32 nearest each value."""
     import numpy as np
     import psycopg
     from pgvector.psycopg.vector import VectorBinaryDumper
@@ -171,11 +179,14 @@ def _insert_vectors(vector_model: Any, owner: str, account_id: uuid.UUID | str,
     wrapped = (connection.make_debug_cursor(inner) if connection.queries_logged
                else connection.make_cursor(inner))
     params: list[Any] = [(uuid.uuid4(), uuid.UUID(str(account_id)), space.id, row_id,
-                          np.asarray(vec, dtype=np.float32), now) for row_id, vec in rows]
+                          np.asarray(vec, dtype=np.float32), now, *values)
+                         for row_id, vec, values in rows]
+    extra = "".join(f", {column}" for column in columns)
     with wrapped as cur:
         cur.executemany(
             f"INSERT INTO {table} (id, account_id, space_id, {owner}_id, embedding,"
-            " created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", params)
+            f" created_at{extra}) VALUES (%s, %s, %s, %s, %s, %s{', %s' * len(columns)})"
+            " ON CONFLICT DO NOTHING", params)
     return len(rows)
 
 

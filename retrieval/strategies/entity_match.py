@@ -25,7 +25,7 @@ from typing import Any
 from memhouse.core.db_router import read_connection
 from retrieval.entities import extract_all_mentions, peer_alias_map, resolve_mentions
 from retrieval.strategies.base import StrategyContext, StrategyResult
-from retrieval.strategies.sql import visible_count, visible_ids_sql
+from retrieval.strategies.sql import plan_without, visible_count, visible_ids_sql
 
 NAME = "entity_match"
 # An entity mentioned by more than max(CORPUS_WIDE_MIN, CORPUS_WIDE_SHARE * N) visible
@@ -37,6 +37,16 @@ CORPUS_WIDE_SHARE = 0.3
 # conversation-sized scope) df is exact; above it df counts the pooled mentions, a lower
 # bound, and such an entity only ranks its strongest POOL mentions.
 POOL = 1000
+# Of mentions equally strong, those of the smallest statement ids enter the pool, so the
+# pool (and so df and every score) never depends on the plan or on where rows lie.
+# km's LATERAL must walk entity_mention_strongest (entity, confidence DESC, knowledge)
+# and stop at POOL visible mentions. Planned with the average mentions per entity (~1.7k
+# at 100k statements) it expects fewer than POOL and reads every mention of the entity
+# with a bitmap scan, checks each one's visibility, then sorts: for a name in 12k
+# statements 24k visibility probes, ~170 ms; walking the index, 2k probes, ~10 ms
+# (EXPLAIN, bench/README.md "Search at 100k and 1M"). Without bitmap scans the walk is
+# the plan.
+_PLAN_WITHOUT = ("bitmapscan",)
 
 
 def query_keys(ctx: StrategyContext) -> dict[str, float]:
@@ -87,7 +97,7 @@ km AS (
         FROM memhouse_entity_mention em
         WHERE em.entity_id = m.id AND em.account_id = %s
           AND em.knowledge_id IN (SELECT id FROM vis)
-        ORDER BY em.confidence DESC
+        ORDER BY em.confidence DESC, em.knowledge_id
         LIMIT {pool}
     ) p
     GROUP BY p.knowledge_id, m.grp
@@ -129,7 +139,7 @@ GROUP BY km.knowledge_id
 ORDER BY score DESC, km.knowledge_id
 LIMIT %s
 """
-    with read_connection().cursor() as cur:
+    with plan_without(*_PLAN_WITHOUT), read_connection().cursor() as cur:
         cur.execute(sql, [*params, ctx.limit])
         rows = cur.fetchall()
     for kid, score, matched in rows:
@@ -188,7 +198,7 @@ ranked AS (
 )
 SELECT nb_id, score, seed_id FROM ranked WHERE rn <= %s
 """
-    with read_connection().cursor() as cur:
+    with plan_without(*_PLAN_WITHOUT), read_connection().cursor() as cur:
         cur.execute(sql, [*params, seed_array, seed_array, per_seed_cap])
         rows = cur.fetchall()
     order = {s: i for i, s in enumerate(seeds)}

@@ -18,6 +18,7 @@ NAME = "lexical"
 PROXIMITY_HEAD = 20
 # Candidate rows per term (and for all terms together) before ranking; see _rank_any.
 POOL = 1000
+_TERM = "\x00memhouse-lexical-term\x00"  # stands for each term in the compiled pool query
 
 
 def _tsquery_sql(ctx: StrategyContext) -> str:
@@ -68,12 +69,17 @@ def _rank_any(ctx: StrategyContext, operands: list[str]) -> list[tuple[Any, ...]
     every = [str(r[0]) for r in fetch(every_sql, every_params)]
     # Enough statements hold every term to fill the list: full coverage ranks them above
     # any partial match, so the per-term pools would only cost time.
-    pool_sql, pool_params = "SELECT unnest(%s::uuid[]) AS id", [every]
+    pool_sql = "SELECT unnest(%s::uuid[]) AS id"
+    pool_params: list[Any] = [every]
     if len(every) < ctx.limit:
-        pools = [visible_ids_sql(ctx, where=match, where_params=[t], limit=POOL)
-                 for t in operands]
-        pool_sql += "".join(f" UNION ({sql})" for sql, _ in pools)
-        pool_params += [p for _, params in pools for p in params]
+        # One compiled pool query, its term swapped per operand (a term is a parameter).
+        term_sql, term_params = visible_ids_sql(ctx, where=match, where_params=[_TERM],
+                                                limit=POOL)
+        pool_sql += f" UNION ({term_sql})" * len(operands)
+        pool_params += [t if p == _TERM else p for t in operands for p in term_params]
+    # The pooled rows are read by primary key (an array, so the planner expects a few):
+    # as `IN (SELECT ...)` it guessed ~3k rows and hashed them against a scan of every
+    # row of the Account (100k at scale, ~60 ms, once per parallel worker).
     hits = ", ".join(f"(k.search_vector @@ to_tsquery('english', %s))::int AS h{i}"
                      for i in range(len(operands)))
     dfs = ", ".join(f"sum(m.h{i})::float AS d{i}" for i in range(len(operands)))
@@ -84,7 +90,7 @@ def _rank_any(ctx: StrategyContext, operands: list[str]) -> list[tuple[Any, ...]
     sql = (f"WITH pool AS ({pool_sql}), "
            f"m AS MATERIALIZED (SELECT k.id, k.statement, "
            f"ts_rank_cd(k.search_vector, to_tsquery('english', %s), 1) AS cd, {hits} "
-           f"FROM memhouse_knowledge k WHERE k.id IN (SELECT id FROM pool)), "
+           f"FROM memhouse_knowledge k WHERE k.id = ANY(ARRAY(SELECT id FROM pool))), "
            f"d AS (SELECT greatest(%s::float, count(*)) AS n, {dfs} FROM m) "
            f"SELECT m.id::text, ({weighted}) / greatest(1e-9, {total}) + m.cd AS score, "
            f"m.statement FROM m, d ORDER BY score DESC, m.id LIMIT %s")

@@ -13,9 +13,14 @@ NAME = "salience_recency"
 HALF_LIFE_DAYS = 30.0
 
 
+def applies(ctx: StrategyContext) -> bool:
+    """Whether the strategy can find anything for this search (decided without SQL)."""
+    return not ctx.query.strip() or bool(ctx.options.get("blank_fallback"))
+
+
 def run(ctx: StrategyContext) -> StrategyResult:
     result = StrategyResult(NAME)
-    if ctx.query.strip() and not ctx.options.get("blank_fallback"):
+    if not applies(ctx):
         result.applicable, result.reason = False, "applicability"
         return result
     visible_sql, visible_params = visible_ids_sql(ctx)

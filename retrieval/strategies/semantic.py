@@ -28,21 +28,23 @@ only bounds which messages it reads.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from django.db import OperationalError, transaction
-from django.db.models import Q, QuerySet
 
 from knowledge.ingest.dates import named_times
-from knowledge.models import Message
 from memhouse.core.db_router import read_connection
-from retrieval.lineage import messages_in_scope, visible_messages
+from retrieval.lineage import visible_messages
 from retrieval.strategies.base import StrategyContext, StrategyResult
-from retrieval.strategies.sql import fetch, visible_ids_sql
+from retrieval.strategies.sql import fetch, plan_without, visible_ids_sql
 
 NAME = "semantic"
 SOURCE_TURNS = "semantic.source_turns"
@@ -92,29 +94,111 @@ def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[st
 # candidates, ~110 ms for 2x (EXPLAIN ANALYZE, bench/README.md).
 CANDIDATE_FIRST = 2
 CANDIDATE_FACTOR = 4
-# A lane is an extra list: it must never cost semantic its own. Each statement of a lane
-# runs under this statement_timeout (or the strategy's, when shorter), in a savepoint, so
-# a lane that overruns is cancelled and dropped alone (reported in the search's
-# retrieval_outcomes) while semantic's list still arrives before the deadline.
+# A lane is an extra list: it must never cost semantic its own. A lane runs in a
+# savepoint; each of its statements runs under this statement_timeout, and none runs
+# past the search's deadline (less LANE_END_MARGIN_MS): a statement whose timeout would
+# let it end later (by more than LANE_SLACK_MS) first gets the time that is left, and
+# none starts after it; a lane with less than LANE_MIN_MS left is dropped unread. A lane
+# that overruns is cancelled and dropped alone (reported in the search's
+# retrieval_outcomes) while semantic's own list still arrives before the deadline.
 LANE_STATEMENT_MS = 150
+LANE_END_MARGIN_MS = 20
+LANE_MIN_MS = 10
+LANE_SLACK_MS = 25
+
 # A turn lends to the next turn of its session the reader may see, looking this many
 # turns ahead (hidden ones in between are skipped, never lent to).
 LEND_WINDOW = 5
 
 
-def _ann_messages(ctx: StrategyContext, messages: QuerySet[Message], limit: int
+class _LaneOut(Exception):
+    """A lane's time ran out between two of its statements."""
+
+
+@dataclass(frozen=True)
+class Said:
+    """When a message was said, as SQL on its vector's own row (mv) with its parameters.
+    `exact`: read every message of the time and sort them by distance, not the HNSW walk
+    (see EXACT_MAX)."""
+
+    sql: str
+    params: list[Any]
+    exact: bool = False
+
+
+# A time of at most this many messages (a day, a week, a month at 100k statements) is
+# read whole in time order through (account, space, said_at) and sorted by distance; a
+# longer one (a year; a month at 1M) by walking the HNSW index with the time as a filter.
+# The walk computes ~32 distances per message it passes, the whole read one per message
+# in the time, so the walk wins only when the time holds a large share of the messages;
+# the planner, costing the walk too low, chose it for a month of 2.8k of 67k messages:
+# 2.1k messages passed, 11k buffers, against 800 for reading the month (EXPLAIN,
+# bench/README.md). A month of any year is always walked (one message in twelve).
+EXACT_MAX = 10_000
+# Exactly the expression migration retrieval 0012 keeps statistics on (UTC, as Django's
+# `__month` on the message was): without them PostgreSQL guesses 0.5% of rows per month
+# where 1/12 match, and sorts a whole month by distance instead of walking the index.
+SAID_MONTH = "EXTRACT(MONTH FROM mv.said_at AT TIME ZONE 'UTC')"
+
+
+def _ann_messages(ctx: StrategyContext, limit: int, said: Said | None = None
                   ) -> list[tuple[Any, float]]:
-    """(message id, cosine similarity) of the `limit` messages of `messages` nearest to
-    the query in its space, nearest first."""
+    """(message id, cosine similarity) of the `limit` messages of the reader's Account in
+    the read's scopes (lineage.messages_in_scope, visible or not), and with `said` said
+    within it, nearest to the query in its space, nearest first. Scope and time are read
+    from the vector's own row (MessageVector.scope, said_at: a message never changes)."""
     dims = len(ctx.query_vector or ())
     vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
-    msg_sql, msg_params = messages.values("id").query.sql_with_params()
-    rows = fetch(f"SELECT mv.message_id, 1 - ((mv.embedding::vector({dims})) <=> "
-                 f"%s::vector({dims})) AS sim FROM memhouse_message_vector mv "
-                 f"WHERE mv.space_id = %s AND mv.message_id IN ({msg_sql}) "
-                 f"ORDER BY (mv.embedding::vector({dims})) <=> %s::vector({dims}) LIMIT %s",
-                 [vector, str(ctx.space_id), *msg_params, vector, limit])
-    return [(mid, float(sim)) for mid, sim in rows]
+    said_sql, said_params = (f" AND ({said.sql})", said.params) if said else ("", [])
+    # The distance is selected once and ordered by: a second expression over the
+    # embedding would make a sort (a short window read in time order) carry every
+    # candidate's vector.
+    sql = (f"SELECT mv.message_id, (mv.embedding::vector({dims})) <=> %s::vector({dims}) "
+           f"AS distance FROM memhouse_message_vector mv WHERE mv.space_id = %s "
+           f"AND mv.account_id = %s AND mv.scope_id = ANY(%s::uuid[]){said_sql} "
+           f"ORDER BY distance LIMIT %s")
+    params = [vector, str(ctx.space_id), str(ctx.reader.account_id),
+              [str(s) for s in ctx.scope_ids], *said_params, limit]
+    # No index scan leaves the (account, space, said_at) bitmap scan and a sort.
+    with plan_without("indexscan") if said is not None and said.exact else nullcontext():
+        rows = fetch(sql, params)
+    return [(mid, 1 - float(distance)) for mid, distance in rows]
+
+
+def _messages_within(ctx: StrategyContext, windows: Sequence[tuple[Any, Any]],
+                     cap: int) -> int:
+    """How many message vectors of the Account and space were said within `windows`,
+    counted up to `cap` (the read's scopes are not tested: an upper bound)."""
+    within = " OR ".join(["(said_at >= %s AND said_at < %s)"] * len(windows))
+    rows = fetch(f"SELECT count(*) FROM (SELECT 1 FROM memhouse_message_vector "
+                 f"WHERE account_id = %s AND space_id = %s AND ({within}) LIMIT %s) t",
+                 [str(ctx.reader.account_id), str(ctx.space_id),
+                  *(v for window in windows for v in window), cap])
+    return int(rows[0][0])
+
+
+_MESSAGES_SQL: OrderedDict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = OrderedDict()
+_MESSAGES_SQL_LOCK = threading.Lock()
+
+
+def _visible_messages_sql(ctx: StrategyContext) -> tuple[str, tuple[Any, ...]]:
+    """lineage.visible_messages as SQL, compiled once per search (a search asks several
+    times, ~2-4 ms of Django each for a peer reader; keyed as sql.visible_ids_sql)."""
+    r = ctx.reader
+    key = (r.account_id, r.posture, r.peer_id, r.scope_roots, tuple(ctx.scope_ids), ctx.now)
+    with _MESSAGES_SQL_LOCK:
+        hit = _MESSAGES_SQL.get(key)
+        if hit is not None:
+            _MESSAGES_SQL.move_to_end(key)
+            return hit
+    sql, params = (visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
+                   .values("id").query.sql_with_params())
+    built = (sql, tuple(params))
+    with _MESSAGES_SQL_LOCK:
+        _MESSAGES_SQL[key] = built
+        while len(_MESSAGES_SQL) > 128:
+            _MESSAGES_SQL.popitem(last=False)
+    return built
 
 
 def _visible_ids(ctx: StrategyContext, ids: list[Any]) -> set[Any]:
@@ -122,22 +206,25 @@ def _visible_ids(ctx: StrategyContext, ids: list[Any]) -> set[Any]:
     messages only."""
     if not ids:
         return set()
-    return set(visible_messages(ctx.reader, ctx.scope_ids, at=ctx.now)
-               .filter(id__in=ids).values_list("id", flat=True))
+    # Each id is looked up by primary key and tested: as `visible AND id IN (...)` the
+    # planner also read the bitmaps of every message of the Account and of the scope
+    # (66k each at 100k statements) to cut the rows it tests, ~5 ms per call.
+    visible_sql, visible_params = _visible_messages_sql(ctx)
+    rows = fetch(f"SELECT c.id FROM unnest(%s::uuid[]) AS c(id) "
+                 f"WHERE EXISTS (SELECT 1 FROM ({visible_sql}) v WHERE v.id = c.id)",
+                 [[str(i) for i in ids], *visible_params])
+    return {row[0] for row in rows}
 
 
-def _nearest_messages(ctx: StrategyContext, said: Q | None, limit: int
+def _nearest_messages(ctx: StrategyContext, said: Said | None, limit: int
                       ) -> list[tuple[Any, float]]:
     """(message id, similarity) of the `limit` messages nearest to the query that the
     reader may see (and, with `said`, were said within it), nearest first."""
-    scope = messages_in_scope(ctx.reader, ctx.scope_ids)
-    if said is not None:
-        scope = scope.filter(said)
     if ctx.reader.posture == "internal":  # sees every message of its scopes
-        return _ann_messages(ctx, scope, limit)
+        return _ann_messages(ctx, limit, said)
     k = limit * CANDIDATE_FIRST
     while True:
-        candidates = _ann_messages(ctx, scope, k)
+        candidates = _ann_messages(ctx, k, said)
         visible = _visible_ids(ctx, [mid for mid, _ in candidates])
         hits = [(mid, sim) for mid, sim in candidates if mid in visible]
         if len(hits) >= limit or len(candidates) < k:
@@ -158,15 +245,27 @@ def _lent(ctx: StrategyContext, hits: list[tuple[Any, float]]) -> list[tuple[Any
         "ORDER BY v.occurred_at, v.inserted_at, v.id LIMIT %s) n "
         "ORDER BY h.id, n.occurred_at, n.inserted_at, n.id",
         [[h[0] for h in hits], [str(s) for s in ctx.scope_ids], LEND_WINDOW])
-    # The internal reader sees every message of its scopes (lineage.visible_messages).
-    visible = ({nid for _, nid in rows} if ctx.reader.posture == "internal"
-               else _visible_ids(ctx, [nid for _, nid in rows]))
-    sim = dict(hits)
-    out: dict[Any, Any] = {}  # hit -> the message it lends to
+    following: dict[Any, list[Any]] = {}  # hit -> the messages after it, in order
     for hid, nid in rows:
-        if hid not in out and nid in visible:
-            out[hid] = nid
-    return [(nid, sim[hid]) for hid, nid in out.items()]
+        following.setdefault(hid, []).append(nid)
+    out: dict[Any, Any] = {}  # hit -> the message it lends to
+    if ctx.reader.posture == "internal":  # sees every message of its scopes
+        out = {hid: nids[0] for hid, nids in following.items()}
+    else:
+        # The next message of each hit first, a later one only for the hits whose next
+        # one is hidden: most are visible, so one check of ~`limit` messages, not of
+        # LEND_WINDOW times as many.
+        pending = {hid: list(nids) for hid, nids in following.items()}
+        while pending:
+            asked = {hid: nids.pop(0) for hid, nids in pending.items()}
+            visible = _visible_ids(ctx, list(asked.values()))
+            for hid, nid in asked.items():
+                if nid in visible:
+                    out[hid] = nid
+            pending = {hid: nids for hid, nids in pending.items()
+                       if hid not in out and nids}
+    sim = dict(hits)
+    return [(out[hid], sim[hid]) for hid in following if hid in out]
 
 
 def _statements_of(ctx: StrategyContext, scored: list[tuple[Any, float]], limit: int
@@ -208,18 +307,43 @@ def _said_when(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     named = named_times(ctx.query, ctx.as_of or ctx.now)
     if not named:
         return []
-    said = Q(occurred_at__month__in=named.months) if named.months else Q(pk__in=[])
+    # A message's time is read from its vector's row (MessageVector.said_at).
+    terms = [f"{SAID_MONTH} IN ({', '.join(['%s'] * len(named.months))})"] if named.months \
+        else []
+    params: list[Any] = list(named.months)
     for start, end in named.windows:
-        said |= Q(occurred_at__gte=start, occurred_at__lt=end)
-    hits = _nearest_messages(ctx, said, limit)
+        terms.append("(mv.said_at >= %s AND mv.said_at < %s)")
+        params += [start, end]
+    exact = (not named.months
+             and _messages_within(ctx, named.windows, EXACT_MAX + 1) <= EXACT_MAX)
+    hits = _nearest_messages(ctx, Said(" OR ".join(terms), params, exact), limit)
     if not hits:
         return []
     return _statements_of(ctx, hits, limit)
 
 
+def _within(end: float, timeout_ms: list[float]) -> Callable[..., Any]:
+    """An execute wrapper keeping a lane's statements before `end` (monotonic): none
+    starts after it, and one whose statement_timeout (`timeout_ms[0]`) would let it run
+    past it by more than LANE_SLACK_MS first gets the time left (a round trip only when
+    the deadline is near)."""
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        left_ms = (end - time.monotonic()) * 1000
+        if left_ms <= 0:
+            raise _LaneOut
+        if timeout_ms[0] - left_ms > LANE_SLACK_MS:
+            timeout_ms[0] = max(1, int(left_ms))
+            execute(f"SET LOCAL statement_timeout = {int(timeout_ms[0])}", None, False,
+                    context)
+        return execute(sql, params, many, context)
+    return wrapper
+
+
 def _run_lanes(result: StrategyResult,
-               lanes: list[tuple[str, Callable[[], list[tuple[str, float]]]]]) -> None:
-    """Run each lane under LANE_STATEMENT_MS: its list, or its drop on a timeout."""
+               lanes: list[tuple[str, Callable[[], list[tuple[str, float]]]]],
+               deadline: float | None = None) -> None:
+    """Run each lane, its statements under LANE_STATEMENT_MS and before `deadline`
+    (monotonic): its list, or its drop on a timeout."""
     if not lanes:
         return
     db = read_connection()  # the strategy's own: primary or replica (memhouse.core.db_router)
@@ -227,15 +351,29 @@ def _run_lanes(result: StrategyResult,
         cur.execute("SELECT setting::int FROM pg_settings WHERE name = 'statement_timeout'")
         outer = cur.fetchone()[0]  # ms; 0 = none
     budget = min(LANE_STATEMENT_MS, outer) if outer else LANE_STATEMENT_MS
+    end = deadline - LANE_END_MARGIN_MS / 1000 if deadline is not None else None
     for name, read in lanes:
+        timeout_ms = [float(budget)]
+        if end is not None:
+            left_ms = (end - time.monotonic()) * 1000
+            if left_ms < LANE_MIN_MS:
+                result.lanes_dropped[name] = "timeout"
+                continue
+            timeout_ms[0] = min(timeout_ms[0], left_ms)
         try:
             # a savepoint: a cancelled statement rolls back alone
             with transaction.atomic(using=db.alias):
                 with db.cursor() as cur:
-                    cur.execute(f"SET LOCAL statement_timeout = {int(budget)}")
-                result.extra_lists[name] = read()
+                    cur.execute(f"SET LOCAL statement_timeout = {int(timeout_ms[0])}")
+                if end is None:
+                    result.extra_lists[name] = read()
+                else:
+                    with db.execute_wrapper(_within(end, timeout_ms)):
+                        result.extra_lists[name] = read()
                 with db.cursor() as cur:  # releasing a savepoint keeps a SET LOCAL
                     cur.execute(f"SET LOCAL statement_timeout = {int(outer)}")
+        except _LaneOut:
+            result.lanes_dropped[name] = "timeout"
         except OperationalError as exc:
             # Only the lane's own timeout; the engine cancelling the strategy propagates.
             if "statement timeout" not in str(exc):
@@ -304,5 +442,5 @@ def _run(ctx: StrategyContext) -> tuple[StrategyResult, uuid.UUID | None]:
         lanes.append((SOURCE_TURNS, partial(_source_turns, ctx, ctx.limit)))
     if ctx.options.get("said_when"):
         lanes.append((SAID_WHEN, partial(_said_when, ctx, ctx.limit)))
-    _run_lanes(result, lanes)
+    _run_lanes(result, lanes, ctx.options.get("deadline"))
     return result, ctx.space_id

@@ -9,9 +9,14 @@ from retrieval.strategies.sql import fetch, visible_ids_sql
 NAME = "temporal"
 
 
+def applies(ctx: StrategyContext) -> bool:
+    """Whether the strategy can find anything for this search (decided without SQL)."""
+    return ctx.as_of is not None and not ctx.lexical.is_empty
+
+
 def run(ctx: StrategyContext) -> StrategyResult:
     result = StrategyResult(NAME)
-    if ctx.as_of is None or ctx.lexical.is_empty:
+    if not applies(ctx):
         result.applicable, result.reason = False, "applicability"
         return result
     visible_sql, visible_params = visible_ids_sql(ctx)

@@ -10,7 +10,13 @@ from django.db.utils import DatabaseError
 
 from knowledge import models as m
 from knowledge.services import knowledge_propose
-from memhouse.core.tenancy import account_context, current_account_id, rebind_account_for_tests
+from memhouse.core.tenancy import (
+    TenancyError,
+    account_context,
+    current_account_id,
+    rebind_account_for_tests,
+    set_account,
+)
 from tests.factories import KnowledgeFactory
 
 pytestmark = pytest.mark.django_db
@@ -118,6 +124,33 @@ def test_account_setting_ends_with_its_transaction(committed_world):
         assert not m.Peer.objects.exists()
     # Autocommit statements outside any block see nothing either.
     assert m.Knowledge.objects.count() == 0 and m.Account.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_bound_to_one_account_refuses_another_and_sets_nothing(committed_world):
+    """set_account checks and sets in one statement (the search fan-out's one round trip
+    per strategy); a switch is refused and leaves the transaction as it was, the
+    settings it carries included."""
+    w = committed_world
+    with transaction.atomic():
+        set_account(w.account.id, local={"statement_timeout": "1234"})
+        set_account(w.account.id)  # the same Account again: allowed
+        with connection.cursor() as cur:
+            cur.execute("SHOW statement_timeout")
+            assert cur.fetchone()[0] == "1234ms"
+        with pytest.raises(TenancyError):
+            set_account(w.other_account.id, local={"statement_timeout": "99"})
+        assert current_account_id() == w.account.id
+        with connection.cursor() as cur:
+            cur.execute("SHOW statement_timeout")
+            assert cur.fetchone()[0] == "1234ms"
+        assert m.Peer.objects.filter(key="alice").exists()
+        assert not m.Peer.objects.filter(key="mallory").exists()
+    # Both settings ended with the transaction.
+    assert current_account_id() is None
+    with connection.cursor() as cur:
+        cur.execute("SHOW statement_timeout")
+        assert cur.fetchone()[0] != "1234ms"
 
 
 def test_full_text_search_uses_its_index_under_row_level_security(world):

@@ -364,6 +364,9 @@ def test_each_entity_ranks_at_most_its_pool_of_strongest_mentions(world, monkeyp
     monkeypatch.setattr(entity_match, "POOL", 2)
     bounded = _ids(entity_match.run(_ctx(world, reader, "Zephyr and Quill?")))
     assert str(rare.id) in bounded and len(bounded & {str(k.id) for k in common}) == 2
+    # Equally strong mentions enter the pool by statement id, whatever the plan or the
+    # rows' places: the two smallest ids of the four.
+    assert bounded & {str(k.id) for k in common} == set(sorted(str(k.id) for k in common)[:2])
 
 
 @pytest.mark.django_db

@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from knowledge import services
 from knowledge.models import Message, Peer, Scope, Session
 from memhouse.core.principal import Reader, internal_reader
 from memhouse.core.tenancy import account_context
 from retrieval import engine
 from retrieval.profiles import BASE_PROFILES, with_deadline
-from retrieval.strategies.semantic import SAID_WHEN
+from retrieval.strategies.semantic import SAID_WHEN, SOURCE_TURNS
 from retrieval.vectors import embed_knowledge, embed_messages
 from tests.retrieval.test_search import _add
 
@@ -70,8 +71,13 @@ def two_trips(committed_world):
 
 def _search(w, query: str, reader: Reader | None = None, profile: str = "balanced",
             as_of: datetime | None = None):
+    return _search_at(w, "/marketing/social", query, reader, profile, as_of)
+
+
+def _search_at(w, path: str, query: str, reader: Reader | None = None,
+               profile: str = "balanced", as_of: datetime | None = None):
     with account_context(w.account.id):
-        scope = Scope.objects.get(path="/marketing/social")
+        scope = Scope.objects.get(path=path)
         return engine.search(reader=reader or internal_reader(w.account.id), scope=scope,
                              query=query, profile=_unhurried(BASE_PROFILES[profile]), limit=10,
                              as_of=as_of)
@@ -214,3 +220,108 @@ def test_the_planner_knows_how_many_messages_a_month_holds(committed_world):
             plan = cur.fetchone()[0]
     estimate = plan[0]["Plan"]["Plan Rows"]
     assert 70 <= estimate <= 130  # 100 of the 1200 were said in a July
+
+
+def test_message_vectors_carry_their_messages_scope_and_time(two_trips):
+    """The lanes filter a message's scope and time on its vector's row (retrieval 0012):
+    every vector holds exactly its message's, however it was written."""
+    from retrieval.models import MessageVector
+
+    w, ids = two_trips
+    with account_context(w.account.id):
+        rows = list(MessageVector.objects.filter(message_id__in=ids["msgs"].split(","))
+                    .values_list("scope_id", "said_at", "message__scope_id",
+                                 "message__occurred_at"))
+    assert len(rows) == 3
+    assert all(scope == message_scope and said == occurred
+               for scope, said, message_scope, occurred in rows)
+
+
+def test_the_lanes_read_only_the_scopes_of_the_read(two_trips):
+    """A message of another scope of the same Account, said in the same July and nearer
+    to the question than any, is never read by either lane."""
+    w, ids = two_trips
+    with account_context(w.account.id):
+        paid = services.scope_ensure(account_id=w.account.id, path="/marketing/paid")
+        session = Session.objects.create(account=w.account, scope=paid, external_id="s-paid")
+        msg = Message.objects.create(account=w.account, peer=w.subject, scope=paid,
+                                     session=session, occurred_at=datetime(2023, 7, 18,
+                                                                           tzinfo=UTC),
+                                     text="When did Alice go camping in July? By the river.")
+        other = _add(w, "Alice went camping by the river in July.", scope=paid,
+                     sources=[{"message": msg, "excerpt": "camping"}])
+    embed_knowledge(w.account.id, [other])
+    embed_messages(w.account.id, [str(msg.id)])
+    res = _search(w, "When did Alice go camping in July?")
+    assert {kid for kid, _ in res.lists[SAID_WHEN]} == {ids["july"], ids["july_secret"]}
+    assert other not in dict(res.lists[SOURCE_TURNS])
+    paid_read = _search_at(w, "/marketing/paid", "When did Alice go camping in July?")
+    assert other in dict(paid_read.lists[SAID_WHEN])
+
+
+def test_the_planner_knows_how_many_message_vectors_a_month_holds(committed_world):
+    """The said-when lane filters the vectors by the month they were said; retrieval 0012's
+    statistics on exactly that expression let PostgreSQL count it (guessing 0.5% of the
+    rows it sorted a whole month by distance instead of walking the vector index)."""
+    import numpy as np
+    from django.db import connection
+
+    from retrieval.embedding import get_embedder
+    from retrieval.models import MessageVector
+    from retrieval.strategies.semantic import SAID_MONTH
+    from retrieval.vectors import space_ensure
+
+    w = committed_world
+    rng = np.random.default_rng(3)
+    with account_context(w.account.id):
+        space = space_ensure(get_embedder().identity)
+        messages = Message.objects.bulk_create([
+            Message(account=w.account, peer=w.subject, scope=w.scope, text=f"message {i}",
+                    occurred_at=datetime(2020 + i % 4, 1 + i % 12, 5, tzinfo=UTC))
+            for i in range(1200)])
+        MessageVector.objects.bulk_create([
+            MessageVector(account=w.account, message=m, space=space, scope=w.scope,
+                          said_at=m.occurred_at, embedding=rng.normal(size=space.dims))
+            for m in messages])
+        with connection.cursor() as cur:
+            cur.execute("ANALYZE memhouse_message_vector")
+            cur.execute(f"EXPLAIN (FORMAT JSON) SELECT mv.id FROM memhouse_message_vector mv "
+                        f"WHERE {SAID_MONTH} IN (7)")
+            plan = cur.fetchone()[0]
+    estimate = plan[0]["Plan"]["Plan Rows"]
+    assert 70 <= estimate <= 130  # 100 of the 1200 were said in a July
+
+
+def test_a_lane_keeps_inside_the_searchs_deadline(two_trips, monkeypatch):
+    """A lane whose statements each keep to their timeout but together would outlast the
+    search is cut at the deadline: it drops out alone and semantic's list arrives (before,
+    twelve 100 ms statements cost semantic its place); the lane after it is dropped
+    unread when no time is left."""
+    from django.db import connection
+
+    from retrieval.strategies import semantic
+
+    w, ids = two_trips
+    statements: list[int] = []
+
+    def slow_source_turns(ctx, limit):
+        for _ in range(12):
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_sleep(0.1)")
+            statements.append(1)
+        return []
+
+    monkeypatch.setattr(semantic, "_source_turns", slow_source_turns)
+    with account_context(w.account.id):
+        scope = Scope.objects.get(path="/marketing/social")
+        res = engine.search(reader=internal_reader(w.account.id), scope=scope,
+                            query="When did Alice go camping in July?", limit=10,
+                            profile=with_deadline(BASE_PROFILES["balanced"], 1000))
+    assert "semantic" not in {d["name"] for d in res.strategies["dropped"]}
+    assert {ids["july"], ids["march"]} <= {kid for kid, _ in res.lists["semantic"]}
+    assert {"strategy": semantic.SOURCE_TURNS, "outcome": "dropped",
+            "reason_class": "timeout"} in res.retrieval_outcomes
+    assert len(statements) < 12  # cut at the deadline, not after twelve
+    assert {"strategy": SAID_WHEN, "outcome": "dropped",
+            "reason_class": "timeout"} in res.retrieval_outcomes
+    assert res.elapsed_ms < 1500

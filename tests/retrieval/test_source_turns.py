@@ -180,9 +180,7 @@ def test_hidden_messages_nearer_than_the_visible_ones_are_read_past(dialogue):
         ctx = StrategyContext(reader=carol, scope_ids=engine.scope_chain(scope).ids,
                               query=QUERY, lexical=analyze(QUERY), now=timezone.now(),
                               limit=1, query_vector=tuple(vector), space_id=space_id)
-        first_round = semantic._ann_messages(
-            ctx, semantic.messages_in_scope(carol, ctx.scope_ids),
-            semantic.CANDIDATE_FIRST)
+        first_round = semantic._ann_messages(ctx, semantic.CANDIDATE_FIRST)
         # Bob's question produced no statement: hidden from Carol as well.
         assert {str(m) for m, _ in first_round} <= {*hidden, ids["question_msg"]}
         found = semantic._nearest_messages(ctx, None, 1)
