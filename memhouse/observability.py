@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -244,3 +245,23 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)
+
+
+# Paths that carry a secret: invitation links issued before the token moved after '#'
+# (issue #34) still open at /console/invitation/<token>/, and the request line is what
+# an access log keeps.
+_SECRET_PATH = re.compile(r"(/console/invitation/)(?!code/)[^/\s?\"]+")
+
+
+class RedactSecretPaths(logging.Filter):
+    """Replace the token in an old-form invitation path with [redacted] in a request log
+    record (runserver's `django.server`; gunicorn's access log is the proxy's business:
+    docs/deploy.md)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_SECRET_PATH.sub(r"\1[redacted]", a) if isinstance(a, str)
+                                else a for a in record.args)
+        if isinstance(record.msg, str):
+            record.msg = _SECRET_PATH.sub(r"\1[redacted]", record.msg)
+        return True

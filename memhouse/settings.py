@@ -417,13 +417,22 @@ USE_TZ = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "memhouse.observability.JsonFormatter"}},
     # MEMHOUSE_LOG_FORMAT=json for one JSON object per line (no statement text is logged).
+    "formatters": {"json": {"()": "memhouse.observability.JsonFormatter"},
+                   "server": {"()": "django.utils.log.ServerFormatter",
+                              "format": "[{server_time}] {message}", "style": "{"}},
+    "filters": {"secret_paths": {"()": "memhouse.observability.RedactSecretPaths"}},
     "handlers": {"console": {"class": "logging.StreamHandler",
                              **({"formatter": "json"}
-                                if env_str("MEMHOUSE_LOG_FORMAT") == "json" else {})}},
+                                if env_str("MEMHOUSE_LOG_FORMAT") == "json" else {})},
+                 # runserver's request log, as Django's default, less secret paths.
+                 "server": {"class": "logging.StreamHandler", "filters": ["secret_paths"],
+                            "formatter": ("json" if env_str("MEMHOUSE_LOG_FORMAT") == "json"
+                                          else "server")}},
     "root": {"handlers": ["console"], "level": env_str("MEMHOUSE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                "django.server": {"handlers": ["server"], "level": "INFO",
+                                  "propagate": False}},
 }
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
