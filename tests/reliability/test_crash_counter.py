@@ -31,7 +31,7 @@ from knowledge import services
 from knowledge.models import Document, DocumentVersion, Knowledge, Message
 from memhouse.core.tenancy import account_context
 from tests.queue_support import real_broker
-from tests.reliability.helpers import api
+from tests.reliability.helpers import api, row_trigger
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.queue]
 REPO = Path(__file__).resolve().parents[2]
@@ -39,23 +39,6 @@ BROKER = "redis://127.0.0.1:6379/12"  # its own database, emptied by each test
 QUEUE = "memhouse-crash-counter-test"
 CAP = 2
 LOCK = 734001  # the advisory lock a poison statement's insert waits on
-
-HOLD_SQL = f"""
-CREATE OR REPLACE FUNCTION test_hold_poison() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.statement LIKE '%Zanzibar%' THEN
-        PERFORM pg_advisory_xact_lock({LOCK});
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER test_hold_poison BEFORE INSERT ON memhouse_knowledge
-    FOR EACH ROW EXECUTE FUNCTION test_hold_poison();
-"""
-UNHOLD_SQL = """
-DROP TRIGGER IF EXISTS test_hold_poison ON memhouse_knowledge;
-DROP FUNCTION IF EXISTS test_hold_poison();
-"""
-
 
 @pytest.fixture
 def broker() -> Iterator[Any]:
@@ -67,15 +50,15 @@ def poison(settings: Any) -> Iterator[None]:
     """The trigger, the lock held by this test's connection, and the cap (this process
     runs the sweeper; the workers get it from the environment)."""
     settings.MEMHOUSE_MAX_INGEST_ATTEMPTS = CAP
-    with connection.cursor() as cur:
-        cur.execute(HOLD_SQL)
-        cur.execute("SELECT pg_advisory_lock(%s)", [LOCK])
-    try:
-        yield
-    finally:
+    with row_trigger("test_hold_poison", "memhouse_knowledge", "INSERT",
+                     "NEW.statement LIKE '%Zanzibar%'", f"PERFORM pg_advisory_xact_lock({LOCK})"):
         with connection.cursor() as cur:
-            cur.execute("SELECT pg_advisory_unlock_all()")
-            cur.execute(UNHOLD_SQL)
+            cur.execute("SELECT pg_advisory_lock(%s)", [LOCK])
+        try:
+            yield
+        finally:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock_all()")
 
 
 def _start_worker(name: str, log: Path) -> subprocess.Popen[bytes]:

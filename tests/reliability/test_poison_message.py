@@ -14,44 +14,19 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
 
 from governance.tasks import process_messages, sweep_unprocessed
 from knowledge import services
 from knowledge.models import AuditEntry, Message
 from memhouse.core.tenancy import account_context
-from tests.reliability.helpers import api, assert_error
+from tests.reliability.helpers import api, assert_error, poisoned_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# A real fault, injected in PostgreSQL: the pipeline's final write (marking the message
-# extracted) fails for one message, as a bug or bad data anywhere in extraction would.
-POISON_SQL = """
-CREATE OR REPLACE FUNCTION test_poison_message() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.extracted_at IS NOT NULL AND NEW.text LIKE '%Zanzibar%' THEN
-        RAISE EXCEPTION 'poisoned for the test' USING ERRCODE = 'check_violation';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER test_poison_message BEFORE UPDATE ON memhouse_message
-    FOR EACH ROW EXECUTE FUNCTION test_poison_message();
-"""
-UNPOISON_SQL = """
-DROP TRIGGER IF EXISTS test_poison_message ON memhouse_message;
-DROP FUNCTION IF EXISTS test_poison_message();
-"""
-
-
 @pytest.fixture
 def poison() -> Any:
-    with connection.cursor() as cur:
-        cur.execute(POISON_SQL)
-    try:
-        yield
-    finally:
-        with connection.cursor() as cur:
-            cur.execute(UNPOISON_SQL)
+    with poisoned_messages() as remove:
+        yield remove
 
 
 @pytest.fixture
@@ -153,8 +128,7 @@ def test_a_poison_message_is_dead_lettered_and_the_batch_goes_on(live_server, pe
         assert (entry.actor, entry.target_id, entry.payload) == (
             "peer:dana", poison_id, {"attempts": 1, "error": "extraction_failed"})
     # The cause fixed, a retry extracts it and the listing is empty.
-    with connection.cursor() as cur:
-        cur.execute(UNPOISON_SQL)
+    poison()  # drops the trigger
     fixed = api(live_server, admin_key, "POST", f"admin/dead-letters/{poison_id}/retry")
     assert fixed.status_code == 202, fixed.text
     assert _states(w.account.id)["I moved to Zanzibar."][:2] == (True, False)

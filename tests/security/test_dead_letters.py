@@ -14,45 +14,19 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from knowledge import lifecycle, people, services
 from knowledge.models import AuditEntry, Document, DocumentVersion, Knowledge
 from memhouse.core.tenancy import account_context
-from tests.reliability.helpers import api, assert_error
+from tests.reliability.helpers import api, assert_error, poisoned_messages, poisoned_versions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# A real fault in PostgreSQL: marking a version processed fails when its text names
-# Zanzibar, as a bug or bad data anywhere in its processing would (the task sets the
-# version aside with the error's class and message).
-POISON_SQL = """
-CREATE OR REPLACE FUNCTION test_poison_version() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.processed_at IS NOT NULL AND NEW.text LIKE '%Zanzibar%' THEN
-        RAISE EXCEPTION 'poisoned for the test' USING ERRCODE = 'check_violation';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER test_poison_version BEFORE UPDATE ON memhouse_document_version
-    FOR EACH ROW EXECUTE FUNCTION test_poison_version();
-"""
-UNPOISON_SQL = """
-DROP TRIGGER IF EXISTS test_poison_version ON memhouse_document_version;
-DROP FUNCTION IF EXISTS test_poison_version();
-"""
-
-
 @pytest.fixture
 def poison() -> Any:
-    with connection.cursor() as cur:
-        cur.execute(POISON_SQL)
-    try:
+    with poisoned_versions():
         yield
-    finally:
-        with connection.cursor() as cur:
-            cur.execute(UNPOISON_SQL)
 
 
 @pytest.fixture
@@ -102,19 +76,11 @@ def test_failed_versions_are_listed_beside_messages(live_server: Any, committed_
     assert raised["outcome"]["processing"] == "failed"
     assert raised["outcome"]["error"] == "processing_failed"
     # A message set aside too (its extraction raised).
-    from tests.reliability.test_poison_message import POISON_SQL as MESSAGE_POISON
-    from tests.reliability.test_poison_message import UNPOISON_SQL as MESSAGE_UNPOISON
-
-    with connection.cursor() as cur:
-        cur.execute(MESSAGE_POISON)
-    try:
+    with poisoned_messages():
         r = api(live_server, w.agent_key, "POST", "messages", json={
             "scope": "/", "messages": [{"peer_key": "alice", "id": "m-1",
                                         "text": "I moved to Zanzibar."}]})
         assert r.status_code == 202, r.text
-    finally:
-        with connection.cursor() as cur:
-            cur.execute(MESSAGE_UNPOISON)
     message_id = r.json()["messages"][0]["id"]
 
     listing = api(live_server, admins["dave"], "GET", "admin/dead-letters")
