@@ -4,7 +4,7 @@
         --dataset /work/shared/eval/locomo/locomo_dev.json \\
         --out bench/results/answer_in_context.json [--limit-conversations N] \\
         [--budgets 2000,4000,8000] [--no-ask] [--only-context] [--only-ask] \\
-        [--dump FILE.jsonl] \\
+        [--dump FILE.jsonl] [--questions N [--seed S]] \\
         [--keep-db] [--reuse-db] [--db-name NAME] [--deadline-scale X]
 
 One command, one private database (bench_answer_in_context unless --db-name):
@@ -33,6 +33,7 @@ import calendar
 import contextlib
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -686,6 +687,10 @@ def run(args: argparse.Namespace) -> int:
         for q in c.qa if str(q.get("category")) in CATEGORIES] for c in convs}
     adversarial = {c.sample_id: [q for q in c.qa if str(q.get("category")) == "5"]
                    for c in convs}
+    if args.questions is not None:
+        scored, adversarial = sample_questions(scored, adversarial, args.questions, args.seed)
+        payload["config"]["questions_sample"] = {"questions": args.questions,
+                                                 "seed": args.seed}
     n_scored = sum(len(v) for v in scored.values())
     payload["questions"] = {
         "scored": n_scored,
@@ -808,6 +813,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+
+def sample_questions(scored: dict[str, list[dict[str, Any]]],
+                     adversarial: dict[str, list[dict[str, Any]]], n: int, seed: int
+                     ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """The same share of every conversation's scored and category 5 questions, about n
+    scored in all, in their original order (seeded, so an A/B pair sees one sample)."""
+    total = sum(len(v) for v in scored.values())
+    share = min(1.0, n / total) if total else 1.0
+    rng = random.Random(seed)
+
+    def take(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        keep = sorted(rng.sample(range(len(items)), round(len(items) * share)))
+        return [items[i] for i in keep]
+
+    return ({c: take(v) for c, v in scored.items()},
+            {c: take(v) for c, v in adversarial.items()})
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--dataset", required=True)
@@ -823,6 +845,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump", default=None, metavar="FILE",
                     help="JSONL: one line per question and condition (question, category, "
                          "gold, found, the scorer's reasons, the text)")
+    ap.add_argument("--questions", type=int, default=None, metavar="N",
+                    help="score a seeded sample of about N category 1-4 questions, the same "
+                         "share of each conversation (and of category 5), for a quick A/B; "
+                         "figures for the README come from the full set")
+    ap.add_argument("--seed", type=int, default=7, help="the --questions sample's seed")
     ap.add_argument("--batch-size", type=int, default=100)
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--reuse-db", action="store_true",

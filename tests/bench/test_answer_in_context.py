@@ -18,6 +18,7 @@ from bench.answer_in_context import (
     judge,
     pack_lines,
     render_turn,
+    sample_questions,
     stem,
     tokens,
     words,
@@ -212,3 +213,14 @@ def test_pack_lines_respects_the_budget_and_skips_what_does_not_fit():
         assert len(pack_lines(lines, budget)) <= budget
     # rank order is kept
     assert pack_lines(["z", "y", "x"], 100) == "z\ny\nx"
+
+
+def test_a_question_sample_takes_the_same_share_of_every_conversation_in_order():
+    scored = {"a": [{"q": i} for i in range(100)], "b": [{"q": i} for i in range(50)]}
+    adversarial = {"a": [{"q": i} for i in range(20)], "b": [{"q": i} for i in range(10)]}
+    s, adv = sample_questions(scored, adversarial, 30, seed=7)
+    assert [len(s["a"]), len(s["b"]), len(adv["a"]), len(adv["b"])] == [20, 10, 4, 2]
+    assert s["a"] == sorted(s["a"], key=lambda q: q["q"])  # asked in their own order
+    assert sample_questions(scored, adversarial, 30, seed=7) == (s, adv)  # one sample per seed
+    assert sample_questions(scored, adversarial, 30, seed=8)[0] != s
+    assert sample_questions(scored, adversarial, 1000, seed=7) == (scored, adversarial)

@@ -35,3 +35,12 @@ def require_browser(chromium: str = CHROMIUM, env: Mapping[str, str] = os.enviro
             pytest.fail(f"{reason}; CI=true, so this fails instead of skipping")
         pytest.skip(reason)
     return sync_playwright
+
+
+def sign_in(pg: Any, base_url: str, username: str, password: str) -> None:
+    """Sign in through the console's login form, as a person would, and land home."""
+    pg.goto(f"{base_url}/console/login/")
+    pg.get_by_label("Username").fill(username)
+    pg.get_by_label("Password", exact=True).fill(password)
+    pg.get_by_role("button", name="Sign in").click()
+    pg.wait_for_url(f"{base_url}/console/")

@@ -21,7 +21,7 @@ from django.db import connections
 from knowledge import lifecycle
 from knowledge.models import Knowledge
 from memhouse.core.tenancy import account_context
-from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.console.builders import active, held
 
 DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -65,14 +65,6 @@ def shots(tmp_path: Path) -> Any:
         return target
 
     return take
-
-
-def _sign_in(pg: Any, live_server: Any, username: str, password: str) -> None:
-    pg.goto(f"{live_server.url}/console/login/")
-    pg.get_by_label("Username").fill(username)
-    pg.get_by_label("Password").fill(password)
-    pg.get_by_role("button", name="Sign in").click()
-    pg.wait_for_url(f"{live_server.url}/console/")
 
 
 def _search(pg: Any, live_server: Any, query: str) -> None:
@@ -181,7 +173,7 @@ def test_subject_redacts_a_fact_about_themself(page: Any, live_server: Any,
                            subject=w.subject),
                    "rejected", actor="system:test", reason="f4_gate_a_machine_output")
 
-    _sign_in(page, live_server, "alice", "alice-pass-123")
+    sign_in(page, live_server.url, "alice", "alice-pass-123")
     page.get_by_role("link", name="About me").first.click()
     page.wait_for_selector("#about-title")
     assert page.locator("#question-count").inner_text() == "1"
@@ -233,7 +225,7 @@ def test_curator_edits_a_statement_and_the_item_page_shows_the_chain(
     with account_context(w.account.id):
         item = active(w, old_text, excerpt="scribe: videos go out on Tuesdays")
 
-    _sign_in(page, live_server, "carol", "carol-pass-123")
+    sign_in(page, live_server.url, "carol", "carol-pass-123")
     page.goto(f"{live_server.url}/console/knowledge/{item.pk}/")
     page.wait_for_selector("#edit-title")
     page.get_by_label("Corrected statement").fill(new_text)

@@ -17,7 +17,7 @@ from knowledge import services
 from knowledge.lifecycle import transition
 from knowledge.models import Knowledge
 from memhouse.core.tenancy import account_context
-from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.console.builders import active, held, propose, provisional
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -42,14 +42,6 @@ def page(monkeypatch: pytest.MonkeyPatch, sync_playwright: Any) -> Iterator[Any]
             connections.close_all()
 
 
-def _sign_in(pg: Any, live_server: Any, username: str, password: str) -> None:
-    pg.goto(f"{live_server.url}/console/login/")
-    pg.get_by_label("Username").fill(username)
-    pg.get_by_label("Password", exact=True).fill(password)
-    pg.get_by_role("button", name="Sign in").click()
-    pg.wait_for_url(f"{live_server.url}/console/")
-
-
 def _admin(w: Any) -> None:
     with account_context(w.account.id):
         services.peer_create(account_id=w.account.id, key="dave", kind="human",
@@ -65,7 +57,7 @@ def test_the_queue_edit_button_is_visible_on_its_card(page, live_server, committ
     w = committed_world
     with account_context(w.account.id):
         item = held(w, "The social team posts every Tuesday.")
-    _sign_in(page, live_server, "carol", "carol-pass-123")
+    sign_in(page, live_server.url, "carol", "carol-pass-123")
     page.goto(f"{live_server.url}/console/queue/")
     edit = page.locator(f"#q-{item.pk}").get_by_role("link", name="Edit…")
     assert edit.is_visible()
@@ -80,7 +72,7 @@ def test_the_queue_edit_button_is_visible_on_its_card(page, live_server, committ
 def test_an_administrators_header_is_one_row_and_says_admin(page, live_server,
                                                             committed_world):
     _admin(committed_world)
-    _sign_in(page, live_server, "dave", "dave-pass-1234")
+    sign_in(page, live_server.url, "dave", "dave-pass-1234")
     page.goto(f"{live_server.url}/console/queue/")
     bar = page.locator(".site-header .bar")
     tops = [round(box["y"]) for box in (
@@ -91,7 +83,7 @@ def test_an_administrators_header_is_one_row_and_says_admin(page, live_server,
     assert page.locator(".who .role").inner_text().strip().lower() == "admin"
     # A curator who is not an administrator still reads "curator".
     page.get_by_role("button", name="Sign out").click()
-    _sign_in(page, live_server, "carol", "carol-pass-123")
+    sign_in(page, live_server.url, "carol", "carol-pass-123")
     assert page.locator(".who .role").inner_text().strip().lower() == "curator"
 
 
@@ -99,7 +91,7 @@ def test_scope_counts_sit_beside_their_names(page, live_server, committed_world)
     w = committed_world
     with account_context(w.account.id):
         active(w, "The social team posts every Tuesday.")
-    _sign_in(page, live_server, "carol", "carol-pass-123")
+    sign_in(page, live_server.url, "carol", "carol-pass-123")
     page.goto(f"{live_server.url}/console/scopes/marketing/social/")
     rows = page.locator(".scope-tree li")
     assert rows.count() >= 3
@@ -112,7 +104,7 @@ def test_scope_counts_sit_beside_their_names(page, live_server, committed_world)
 
 def test_an_invitation_is_confirmed_once(page, live_server, committed_world):
     _admin(committed_world)
-    _sign_in(page, live_server, "dave", "dave-pass-1234")
+    sign_in(page, live_server.url, "dave", "dave-pass-1234")
     page.goto(f"{live_server.url}/console/people/")
     # No scope is filled in for the administrator: they choose it.
     assert page.locator("#invite-scopes").input_value() == ""
@@ -132,7 +124,7 @@ def test_lifecycle_evidence_reads_as_words(page, live_server, committed_world):
         transition(item, "active", actor="system:test", reason="f4_timer_evidence",
                    evidence={"checked": ["calendar", "handbook"],
                              "window": {"days": 30, "strict": True}})
-    _sign_in(page, live_server, "carol", "carol-pass-123")
+    sign_in(page, live_server.url, "carol", "carol-pass-123")
     page.goto(f"{live_server.url}/console/knowledge/{item.pk}/")
     history = page.locator("table.history").inner_text()
     assert "calendar, handbook" in history
@@ -154,7 +146,7 @@ def test_about_me_folds_refused_junk_away_from_what_was_said(page, live_server,
                                    reason="f4_gate_a_machine_output"))
         curator_no = transition(propose(w, "Alice is a robot.", subject=w.subject),
                                 "rejected", actor="system:test", reason="f4_curator_rejected")
-    _sign_in(page, live_server, "alice", "alice-pass-123")
+    sign_in(page, live_server.url, "alice", "alice-pass-123")
     page.goto(f"{live_server.url}/console/me/")
     assert page.locator(f"#me-{fact.pk}").is_visible()
     # A curator's rejection is a decision about a real claim: it stays in the list.
@@ -176,7 +168,7 @@ def test_about_me_speaks_to_its_reader_and_asks_confirm_or_not_true(page, live_s
         claim = provisional(w, "Alice is moving to Lisbon.", subject=w.subject)
         other = provisional(w, "Alice plays the cello.", subject=w.subject)
         mine = active(w, "Alice leads the design team.", subject=w.subject)
-    _sign_in(page, live_server, "alice", "alice-pass-123")
+    sign_in(page, live_server.url, "alice", "alice-pass-123")
     page.goto(f"{live_server.url}/console/me/")
     row = page.locator(f"#me-{claim.pk}")
     text = row.inner_text()

@@ -20,7 +20,7 @@ from django.test import Client
 from knowledge import people, services
 from knowledge.models import AuditEntry, Peer
 from memhouse.core.tenancy import account_context, rebind_account_for_tests
-from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.console.builders import HX, client_for
 from tests.console.test_console_e2e import DOCS_SHOTS
 
@@ -190,11 +190,7 @@ def test_an_administrator_invites_and_deactivates_in_the_browser(
                              is_curator=True, is_admin=True)
     problems: list[str] = []
     admin = _page(browser, problems)
-    admin.goto(f"{live_server.url}/console/login/")
-    admin.get_by_label("Username").fill("dave")
-    admin.get_by_label("Password", exact=True).fill("dave-pass-1234")
-    admin.get_by_role("button", name="Sign in").click()
-    admin.wait_for_url(f"{live_server.url}/console/")
+    sign_in(admin, live_server.url, "dave", "dave-pass-1234")
     admin.get_by_role("link", name="People").click()
     admin.wait_for_url(f"{live_server.url}/console/people/")
 

@@ -15,7 +15,7 @@ from django.db import connections
 
 from knowledge.lifecycle import transition
 from memhouse.core.tenancy import account_context
-from tests.console.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.console.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.console.builders import HX, active, client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,17 +52,9 @@ def gaps(committed_world: Any) -> Any:
     return w
 
 
-def _sign_in(pg: Any, live_server: Any, username: str, password: str) -> None:
-    pg.goto(f"{live_server.url}/console/login/")
-    pg.get_by_label("Username").fill(username)
-    pg.get_by_label("Password").fill(password)
-    pg.get_by_role("button", name="Sign in").click()
-    pg.wait_for_url(f"{live_server.url}/console/")
-
-
 @pytest.mark.browser
 def test_the_panel_loads_shows_my_gaps_and_only_counts_for_others(live_server, gaps, page):
-    _sign_in(page, live_server, "alice", "alice-pass-123")
+    sign_in(page, live_server.url, "alice", "alice-pass-123")
     page.goto(f"{live_server.url}/console/scopes/marketing/social/")
     panel = page.locator("#readiness")
     # Loaded by HTMX after the page: the kinds table is not in the page's own HTML.
