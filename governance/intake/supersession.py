@@ -688,12 +688,13 @@ def _change_shares_attribute(new: str, old: str, names: frozenset[str]) -> bool:
     return bool(_heads(new, names) & _heads(old, names)) and bool(a - b) and bool(b - a)
 
 
-def _values(text: str, names: frozenset[str]) -> set[str]:
+@lru_cache(maxsize=8192)  # pure; read for every candidate of each new claim (_overrides)
+def _values(text: str, names: frozenset[str]) -> frozenset[str]:
     """What a claim says, numbers included ("$25k", "10pm")."""
     body = claim_body(text)
     words = {_stem(w) for w in content_words(body, names=names)
              if w not in _VERBISH - _TIME_WORDS_ and not w.endswith("ed")}
-    return words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)}
+    return frozenset(words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)})
 
 
 @lru_cache(maxsize=4096)  # asked by the placer and again by find_update for each claim
@@ -919,6 +920,26 @@ def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
     return bool(_named(statement, names)) and not ADDITIVE.search(claim_body(statement))
 
 
+@lru_cache(maxsize=8192)
+def _named_keys(text: str, names: frozenset[str]) -> frozenset[str]:
+    return frozenset(key for key, _ in _named_values(text, names))
+
+
+@lru_cache(maxsize=8192)
+def _additive(text: str) -> bool:
+    return bool(ADDITIVE.search(claim_body(text)))
+
+
+@lru_cache(maxsize=8192)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[\w@.+'-]+", claim_body(text).lower()))
+
+
+@lru_cache(maxsize=8192)
+def _content_count(text: str, names: frozenset[str]) -> int:
+    return len(content_words(claim_body(text), names=names))
+
+
 def _overrides(framed: str, other: str, names: frozenset[str], *, told: bool = False
                ) -> tuple[str, str, list[str]] | None:
     """(slot, old value as written, the other claim's new named values) when `other`
@@ -931,24 +952,28 @@ def _overrides(framed: str, other: str, names: frozenset[str], *, told: bool = F
     described value counts too ("is a vegetarian", "takes the bus") and so does an event
     ("picked up a Mazda 3"), the new words being what `other` says that `framed` does
     not."""
-    if _past_event(framed) or ADDITIVE.search(claim_body(other)):
+    # Asked for every candidate of each new claim (best_conflict, find_conflict): the
+    # readings of each text are cached (_additive, _slot_values, _words_of,
+    # _named_values, _content_count, _values), the same values as read afresh.
+    if _past_event(framed) or _additive(other):
         return None
-    if slot_values(other, names):
+    if _slot_values(other, names):
         # A claim with a frame of its own says which attribute it is about, and the
         # update rule has already weighed it: "Priya's husband works at Google" or
         # "Priya's favorite movie is Heat" is another attribute, not a new value.
         return None
-    words = set(re.findall(r"[\w@.+'-]+", claim_body(other).lower()))
-    fresh = [v for k, v in _named(other, names).items() if k not in _named(framed, names)]
+    framed_named = _named_keys(framed, names)
+    fresh = [v for k, v in _named_values(other, names) if k not in framed_named]
     if told and not fresh:
-        if len(content_words(claim_body(framed), names=names)) > TOLD_MAX_WORDS:
+        if _content_count(framed, names) > TOLD_MAX_WORDS:
             return None  # the attribute is a detail of a longer claim, not what it states
         fresh = sorted(_values(other, names) - _values(framed, names))
     if not fresh:
         return None
+    words = _words_of(other)
     written = _named(framed, names)
     event = _past_event(other) and not told
-    for key, (value, holder) in slot_values(framed, names).items():
+    for key, (value, holder) in _slot_values(framed, names):
         if holder not in ((), None):
             continue  # "Sam's sister lives in Madrid" is not Sam's home
         value_words = set(re.findall(r"[\w@.+'-]+", value.lower())) - _NOT_NAMES
