@@ -367,9 +367,26 @@ def slot_values(statement: str, names: frozenset[str] = frozenset()
 def _slot_values(statement: str, names: frozenset[str]
                  ) -> tuple[tuple[str, tuple[str, tuple[str, ...] | None]], ...]:
     # Pure and regex-heavy; the update rule reads every candidate's slots for each new
-    # claim, so a conversation's current rows are parsed once, not once per claim.
-    body = _ABBREVIATION.sub(r"\1", claim_body(statement))
+    # claim, so a conversation's current rows are parsed once, not once per claim. The
+    # frames are matched once per statement (_slot_frames), whatever the names: only the
+    # holder depends on them (is_candidate asks with none, the rules with the scope's).
     found: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+    for name, key, value, prefix in _slot_frames(statement):
+        holder = _holder(prefix, names)
+        if name == "relationship" and holder and _COUPLE.search(prefix) and (
+                {w.lower() for w in re.findall(r"\w+", prefix)}
+                & {part for n in names for part in n.split()}):
+            holder = ()  # "Jonah and Sam made it official": Sam's, with Jonah
+        found.setdefault(key, (value, holder))
+    return tuple(found.items())
+
+
+@lru_cache(maxsize=8192)
+def _slot_frames(statement: str) -> tuple[tuple[str, str, str, str], ...]:
+    """(slot name, slot key, value, the words before it that say whose) per frame the
+    statement matches, the first frame of each slot."""
+    body = _ABBREVIATION.sub(r"\1", claim_body(statement))
+    found: list[tuple[str, str, str, str]] = []
     for name, frames in SINGLE_SLOTS.items():
         for frame in frames:
             match = frame.search(body)
@@ -398,14 +415,9 @@ def _slot_values(statement: str, names: frozenset[str]
                 if held is not None:
                     prefix = held.group(0)
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
-            holder = _holder(prefix, names)
-            if name == "relationship" and holder and _COUPLE.search(prefix) and (
-                    {w.lower() for w in re.findall(r"\w+", prefix)}
-                    & {part for n in names for part in n.split()}):
-                holder = ()  # "Jonah and Sam made it official": Sam's, with Jonah
-            found.setdefault(key, (_norm(value), holder))
+            found.append((name, key, _norm(value), prefix))
             break
-    return tuple(found.items())
+    return tuple(found)
 
 
 def single_slots(statement: str) -> dict[str, str]:
