@@ -1043,6 +1043,7 @@ TOLD_MIN_COSINE = 0.4
 TOLD_MAX_WORDS = 6
 
 
+@lru_cache(maxsize=4096)  # pure; asked of a message for each of its claims and candidates
 def change_told(text: str) -> bool:
     """Does a message (or claim) say that something changed?"""
     return bool(CHANGE_TOLD.search(text)) or bool(abandoned_things(claim_body(text)))
