@@ -315,8 +315,18 @@ ONNX_MODEL = "all-MiniLM-L6-v2-int8"
 ONNX_MAX_LENGTH = 256
 # What the vectors also depend on besides the two files; part of the version digest.
 # Padded word pieces per batch (texts x longest): larger batches run slower per text.
-ONNX_BATCH_TOKENS = 320
+# 160: 5.4 ms of CPU per text on LoCoMo's batches against 5.8 at 320, the same vectors
+# (bench/encoder_batches.py --batch-tokens, bench/README.md "Ingest at the encoder's
+# limit").
+ONNX_BATCH_TOKENS = 160
 _ONNX_PIPELINE = f"max_length={ONNX_MAX_LENGTH};pooling=mean;normalize=l2"
+# Texts whose pooled vector an OnnxEmbedder keeps (LRU, ~1.6 KB each). A text's vector
+# does not depend on the texts batched with it, so a repeat is answered from here: the
+# update rule compares each new claim with up to 200 current statements by embedding
+# (supersession.cosines), statements the batch before embedded already, and the claim
+# it compares is embedded again with its batch (bench/README.md, "Ingest at the
+# encoder's limit"). 0 turns it off.
+ONNX_DOCUMENT_CACHE = 4096
 _TOKENIZER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minilm",
                                "tokenizer.json")
 
@@ -397,6 +407,10 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         self._identity: SpaceIdentity | None = None
         self._loaded: tuple[Any, Any, bool] | None = None
+        # sha256 of a text -> its pooled float32 row (see ONNX_DOCUMENT_CACHE): the key
+        # is a digest, as for the query cache, so no text is kept in memory.
+        self._pooled: OrderedDict[bytes, Any] = OrderedDict()
+        self._pooled_lock = threading.Lock()
 
     @property
     def model_path(self) -> str:
@@ -496,23 +510,46 @@ class OnnxEmbedder:
             return []
         import numpy as np
 
-        # Each distinct text once, tokenized once; batches of texts of the same token
+        # Each distinct text once (and not at all when this embedder embedded it lately:
+        # ONNX_DOCUMENT_CACHE), tokenized once; batches of texts of the same token
         # length (little padding), small enough to stay in cache: on 2 cores batches of
         # ~8 texts of 35 tokens cost 30% less CPU than 64 (bench/README.md, "Embedding
         # batches"). The order is restored afterwards.
         unique = list(dict.fromkeys(items))
-        encodings = self._load()[0].encode_batch(unique)
-        order = sorted(range(len(unique)), key=lambda i: len(encodings[i].ids))
         pooled = np.empty((len(unique), MINILM_DIMS), dtype=np.float32)
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while (end < len(order) and end - start < batch_size
-                   and (end - start + 1) * len(encodings[order[end]].ids) <= ONNX_BATCH_TOKENS):
-                end += 1
-            chunk = order[start:end]
-            pooled[chunk] = self._encode([encodings[i] for i in chunk])
-            start = end
+        keys = [hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+                for text in unique] if ONNX_DOCUMENT_CACHE else []
+        missing: list[int] = [] if keys else list(range(len(unique)))
+        with self._pooled_lock:
+            for i, key in enumerate(keys):
+                row = self._pooled.get(key)
+                if row is None:
+                    missing.append(i)
+                else:
+                    pooled[i] = row
+                    self._pooled.move_to_end(key)
+        if missing:
+            encodings = self._load()[0].encode_batch([unique[i] for i in missing])
+            order = sorted(range(len(missing)), key=lambda i: len(encodings[i].ids))
+            fresh = np.empty((len(missing), MINILM_DIMS), dtype=np.float32)
+            start = 0
+            while start < len(order):
+                end = start + 1
+                while (end < len(order) and end - start < batch_size
+                       and (end - start + 1) * len(encodings[order[end]].ids)
+                       <= ONNX_BATCH_TOKENS):
+                    end += 1
+                chunk = order[start:end]
+                fresh[chunk] = self._encode([encodings[i] for i in chunk])
+                start = end
+            pooled[missing] = fresh
+            if ONNX_DOCUMENT_CACHE:
+                with self._pooled_lock:
+                    for j, i in enumerate(missing):
+                        self._pooled[keys[i]] = fresh[j].copy()
+                        self._pooled.move_to_end(keys[i])
+                    while len(self._pooled) > ONNX_DOCUMENT_CACHE:
+                        self._pooled.popitem(last=False)
         rows = _unit_rows(pooled)
         at = {text: i for i, text in enumerate(unique)}
         return [list(rows[at[text]]) for text in items]  # a caller may change its own

@@ -340,6 +340,7 @@ def phatic(text: str) -> bool:
     return all(w in _PHATIC_WORDS for w in words) and len(words) <= 8
 
 
+@functools.lru_cache(maxsize=8192)  # pure; the update rules ask it of each candidate often
 def claim_body(statement: str) -> str:
     """The claim without its attribution ("Sam said: no changes." -> "no changes.")."""
     return _ATTRIBUTION.sub("", statement, count=1)

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from governance import belief_time
@@ -213,9 +214,12 @@ def process_message(account_id: str | uuid.UUID, message_id: str | uuid.UUID, *,
 def conversation_addressees(msgs: list[Message]) -> dict[uuid.UUID, str | None]:
     """conversation_addressee for many messages, with one query for their sessions."""
     sessions = {m.session_id for m in msgs if m.session_id is not None}
+    # Who had spoken by a message's time: each speaker's first message of the session,
+    # not every message of it (a long session read whole at every batch grew with it).
     said: dict[uuid.UUID, list[tuple[Any, str]]] = {}
-    for session_id, at, key in Message.objects.filter(session_id__in=sessions).values_list(
-            "session_id", "occurred_at", "peer__key"):
+    for session_id, key, at in (Message.objects.filter(session_id__in=sessions)
+                                .values_list("session_id", "peer__key")
+                                .annotate(first=Min("occurred_at")).order_by()):
         said.setdefault(session_id, []).append((at, key))
     out: dict[uuid.UUID, str | None] = {}
     for msg in msgs:

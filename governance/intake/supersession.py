@@ -367,9 +367,26 @@ def slot_values(statement: str, names: frozenset[str] = frozenset()
 def _slot_values(statement: str, names: frozenset[str]
                  ) -> tuple[tuple[str, tuple[str, tuple[str, ...] | None]], ...]:
     # Pure and regex-heavy; the update rule reads every candidate's slots for each new
-    # claim, so a conversation's current rows are parsed once, not once per claim.
-    body = _ABBREVIATION.sub(r"\1", claim_body(statement))
+    # claim, so a conversation's current rows are parsed once, not once per claim. The
+    # frames are matched once per statement (_slot_frames), whatever the names: only the
+    # holder depends on them (is_candidate asks with none, the rules with the scope's).
     found: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+    for name, key, value, prefix in _slot_frames(statement):
+        holder = _holder(prefix, names)
+        if name == "relationship" and holder and _COUPLE.search(prefix) and (
+                {w.lower() for w in re.findall(r"\w+", prefix)}
+                & {part for n in names for part in n.split()}):
+            holder = ()  # "Jonah and Sam made it official": Sam's, with Jonah
+        found.setdefault(key, (value, holder))
+    return tuple(found.items())
+
+
+@lru_cache(maxsize=8192)
+def _slot_frames(statement: str) -> tuple[tuple[str, str, str, str], ...]:
+    """(slot name, slot key, value, the words before it that say whose) per frame the
+    statement matches, the first frame of each slot."""
+    body = _ABBREVIATION.sub(r"\1", claim_body(statement))
+    found: list[tuple[str, str, str, str]] = []
     for name, frames in SINGLE_SLOTS.items():
         for frame in frames:
             match = frame.search(body)
@@ -398,14 +415,9 @@ def _slot_values(statement: str, names: frozenset[str]
                 if held is not None:
                     prefix = held.group(0)
             key = name if not groups.get("k") else f"{name}:{_norm(groups['k'])}"
-            holder = _holder(prefix, names)
-            if name == "relationship" and holder and _COUPLE.search(prefix) and (
-                    {w.lower() for w in re.findall(r"\w+", prefix)}
-                    & {part for n in names for part in n.split()}):
-                holder = ()  # "Jonah and Sam made it official": Sam's, with Jonah
-            found.setdefault(key, (_norm(value), holder))
+            found.append((name, key, _norm(value), prefix))
             break
-    return tuple(found.items())
+    return tuple(found)
 
 
 def single_slots(statement: str) -> dict[str, str]:
@@ -688,12 +700,13 @@ def _change_shares_attribute(new: str, old: str, names: frozenset[str]) -> bool:
     return bool(_heads(new, names) & _heads(old, names)) and bool(a - b) and bool(b - a)
 
 
-def _values(text: str, names: frozenset[str]) -> set[str]:
+@lru_cache(maxsize=8192)  # pure; read for every candidate of each new claim (_overrides)
+def _values(text: str, names: frozenset[str]) -> frozenset[str]:
     """What a claim says, numbers included ("$25k", "10pm")."""
     body = claim_body(text)
     words = {_stem(w) for w in content_words(body, names=names)
              if w not in _VERBISH - _TIME_WORDS_ and not w.endswith("ed")}
-    return words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)}
+    return frozenset(words | {n.lower() for n in re.findall(r"\d[\w:.,$]*", body)})
 
 
 @lru_cache(maxsize=4096)  # asked by the placer and again by find_update for each claim
@@ -919,6 +932,26 @@ def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
     return bool(_named(statement, names)) and not ADDITIVE.search(claim_body(statement))
 
 
+@lru_cache(maxsize=8192)
+def _named_keys(text: str, names: frozenset[str]) -> frozenset[str]:
+    return frozenset(key for key, _ in _named_values(text, names))
+
+
+@lru_cache(maxsize=8192)
+def _additive(text: str) -> bool:
+    return bool(ADDITIVE.search(claim_body(text)))
+
+
+@lru_cache(maxsize=8192)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[\w@.+'-]+", claim_body(text).lower()))
+
+
+@lru_cache(maxsize=8192)
+def _content_count(text: str, names: frozenset[str]) -> int:
+    return len(content_words(claim_body(text), names=names))
+
+
 def _overrides(framed: str, other: str, names: frozenset[str], *, told: bool = False
                ) -> tuple[str, str, list[str]] | None:
     """(slot, old value as written, the other claim's new named values) when `other`
@@ -931,24 +964,28 @@ def _overrides(framed: str, other: str, names: frozenset[str], *, told: bool = F
     described value counts too ("is a vegetarian", "takes the bus") and so does an event
     ("picked up a Mazda 3"), the new words being what `other` says that `framed` does
     not."""
-    if _past_event(framed) or ADDITIVE.search(claim_body(other)):
+    # Asked for every candidate of each new claim (best_conflict, find_conflict): the
+    # readings of each text are cached (_additive, _slot_values, _words_of,
+    # _named_values, _content_count, _values), the same values as read afresh.
+    if _past_event(framed) or _additive(other):
         return None
-    if slot_values(other, names):
+    if _slot_values(other, names):
         # A claim with a frame of its own says which attribute it is about, and the
         # update rule has already weighed it: "Priya's husband works at Google" or
         # "Priya's favorite movie is Heat" is another attribute, not a new value.
         return None
-    words = set(re.findall(r"[\w@.+'-]+", claim_body(other).lower()))
-    fresh = [v for k, v in _named(other, names).items() if k not in _named(framed, names)]
+    framed_named = _named_keys(framed, names)
+    fresh = [v for k, v in _named_values(other, names) if k not in framed_named]
     if told and not fresh:
-        if len(content_words(claim_body(framed), names=names)) > TOLD_MAX_WORDS:
+        if _content_count(framed, names) > TOLD_MAX_WORDS:
             return None  # the attribute is a detail of a longer claim, not what it states
         fresh = sorted(_values(other, names) - _values(framed, names))
     if not fresh:
         return None
+    words = _words_of(other)
     written = _named(framed, names)
     event = _past_event(other) and not told
-    for key, (value, holder) in slot_values(framed, names).items():
+    for key, (value, holder) in _slot_values(framed, names):
         if holder not in ((), None):
             continue  # "Sam's sister lives in Madrid" is not Sam's home
         value_words = set(re.findall(r"[\w@.+'-]+", value.lower())) - _NOT_NAMES
@@ -1006,6 +1043,7 @@ TOLD_MIN_COSINE = 0.4
 TOLD_MAX_WORDS = 6
 
 
+@lru_cache(maxsize=4096)  # pure; asked of a message for each of its claims and candidates
 def change_told(text: str) -> bool:
     """Does a message (or claim) say that something changed?"""
     return bool(CHANGE_TOLD.search(text)) or bool(abandoned_things(claim_body(text)))

@@ -47,6 +47,13 @@ def _refuse(*args: object, **kwargs: object) -> None:
     raise AssertionError(f"network access attempted: {args!r}")
 
 
+@pytest.fixture(autouse=True)
+def _no_document_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every text through the network in these tests (the module's embedder is shared, and
+    its cache would answer a repeat without it); the cache's own tests turn it on."""
+    monkeypatch.setattr(embedding, "ONNX_DOCUMENT_CACHE", 0)
+
+
 @pytest.fixture(scope="module")
 def embedder() -> Iterator[OnnxEmbedder]:
     """The real model, loaded while every outbound connection is refused."""
@@ -227,6 +234,62 @@ def test_a_repeated_text_is_embedded_once_and_answered_in_place(embedder: OnnxEm
     for a, b in zip(embedder.embed_documents(texts),
                     [embedder.embed_documents([t])[0] for t in texts], strict=True):
         assert cosine(a, b) >= 0.9999
+
+
+def _counting_runs(model: OnnxEmbedder) -> list[int]:
+    seen: list[int] = []
+    run = model._run
+
+    def counting(encodings: list[Any]) -> Any:
+        seen.append(len(encodings))
+        return run(encodings)
+
+    model._run = counting  # type: ignore[method-assign]
+    return seen
+
+
+def test_a_text_embedded_lately_is_answered_without_the_network(
+        embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: the update rule embeds each new claim and its current rows again
+    (supersession.cosines); a text this embedder embedded lately is not run again, and
+    its vector is the one the network gives it in any batch."""
+    monkeypatch.setattr(embedding, "ONNX_DOCUMENT_CACHE", 16)
+    fresh = OnnxEmbedder(model_path=embedder.model_path)
+    seen = _counting_runs(fresh)
+    first = fresh.embed_documents([SENTENCE, PARAPHRASE])
+    assert sum(seen) == 2
+    again = fresh.embed_documents([UNRELATED, SENTENCE, "short"])
+    assert sum(seen) == 4  # UNRELATED and "short" only
+    assert again[1] == first[0]
+    # The same vector as with no cache, alone or batched with others.
+    alone = embedder.embed_documents([SENTENCE])[0]
+    assert cosine(again[1], alone) == pytest.approx(1.0, abs=1e-6)
+    assert cosine(again[0], embedder.embed_documents([UNRELATED])[0]) == pytest.approx(
+        1.0, abs=1e-6)
+    # Keyed by a digest: no text is kept in memory.
+    assert all(isinstance(key, bytes) and len(key) == 32 for key in fresh._pooled)
+    assert not any(SENTENCE.encode() in key for key in fresh._pooled)
+    # A caller changing its answer does not change the cached vector.
+    again[1][0] += 1.0
+    assert fresh.embed_documents([SENTENCE])[0] == first[0]
+
+
+def test_the_document_cache_is_bounded(embedder: OnnxEmbedder,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding, "ONNX_DOCUMENT_CACHE", 2)
+    fresh = OnnxEmbedder(model_path=embedder.model_path)
+    seen = _counting_runs(fresh)
+    fresh.embed_documents([SENTENCE])
+    fresh.embed_documents([PARAPHRASE])
+    fresh.embed_documents([UNRELATED])  # SENTENCE, the least recent, leaves
+    assert len(fresh._pooled) == 2 and sum(seen) == 3
+    fresh.embed_documents([UNRELATED, PARAPHRASE])
+    assert sum(seen) == 3
+    fresh.embed_documents([SENTENCE])
+    assert sum(seen) == 4
+    monkeypatch.setattr(embedding, "ONNX_DOCUMENT_CACHE", 0)
+    fresh.embed_documents([SENTENCE])  # off: the network again
+    assert sum(seen) == 5
 
 
 def test_empty_input_and_bad_arguments(embedder: OnnxEmbedder) -> None:
