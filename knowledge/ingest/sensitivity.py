@@ -117,6 +117,16 @@ _PERSONAL_PHRASES = re.compile(
     r"|sick\s+note|(?:got|been|fell|feeling|felt|am|'m|are|'re)\s+(?:really\s+|very\s+|so\s+"
     r"|quite\s+)?(?:sick|ill|unwell|poorly)\b(?!\s+(?:of|and\s+tired)\b)"
     r"|(?:is|was|were)\s+(?:really\s+|very\s+|quite\s+)?(?:ill|unwell|poorly)\b"
+    # hurt in body or mind (LoCoMo dev: "Melanie got hurt", "got into an accident",
+    # "struggled with mental health"); not a pet's paw
+    r"|got\s+(?:badly\s+|seriously\s+)?(?:hurt|injured)|(?:was|were|been)\s+(?:badly\s+"
+    r"|seriously\s+)?(?:hurt|injured)\s+(?:in|at|during|when|by)\b"
+    r"|(?:car|bike|cycling|skiing|climbing|motorbike|motorcycle)\s+(?:accident|crash)"
+    r"|(?:got\s+into|had|was\s+in|were\s+in|been\s+in)\s+(?:an?|the)\s+(?:bad\s+|serious\s+)?"
+    r"(?:accident|crash)|(?:struggl\w*|issues|problems|battl\w*|suffer\w*|dealing)\s+with\s+"
+    r"(?:(?:my|his|her|their|our|poor)\s+)?(?:mental\s+health|depression|anxiety|addiction"
+    r"|alcohol|drinking|drugs|grief)|(?:his|her|their|our)\s+mental\s+health\s+(?:is|was|has"
+    r"|got|struggles|issues|problems)"
     r"|burn(?:ed|t)\s+out|burnout|stress\s+leave|breakdown|self-?harm\w*|suicid\w*"
     r"|insomnia|sleeping\s+pills|antibiotic|painkillers|abortion|contracepti\w*"
     r"|birth\s+control|fertility|endometriosis|pcos|menopaus\w*|stis?|stds?|herpes"

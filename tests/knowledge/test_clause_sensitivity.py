@@ -170,6 +170,8 @@ def test_order_and_other_fields_are_unchanged() -> None:
     "I've been off sick with long covid.", "My physio says I need six more weeks.",
     "I had a stroke two years ago.", "I broke my wrist at roller derby.",
     "I've been burnt out since the reorg.", "I'm still in remission.",
+    "I got hurt and had to take a break from pottery.", "My son got into an accident.",
+    "I struggled with my mental health after uni.",
     # beliefs and status
     "I keep kosher at home.", "My work visa expires in March.",
 ])
@@ -183,7 +185,8 @@ def test_everyday_words_for_money_health_and_belief_are_personal(text: str) -> N
     "What a stroke of luck!", "We broke up in May.", "It broke down on the motorway.",
     "I'm sick of this rain.", "I'm researching the visa requirements for Japan.",
     "I volunteer at the food bank on Saturdays.", "That concert was sick.",
-    "I afford myself one coffee a day.",
+    "I afford myself one coffee a day.", "My dog hurt her paw on the beach.",
+    "I'm looking into counseling as a career.",
 ])
 def test_their_other_senses_stay_internal(text: str) -> None:
     assert classify_sensitivity(text) == "internal"
