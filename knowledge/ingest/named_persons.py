@@ -56,7 +56,7 @@ PERSON_NOUNS = (
     "ex-wife|ex-husband|ex-boyfriend|ex-girlfriend|sweetheart|date|crush|mate|housemate|"
     "supervisor|director|ceo|founder|cofounder|co-founder|partner in crime|vicar|priest|"
     "rabbi|imam|minister|midwife|carer|physio|surgeon|hairdresser|barber|cleaner|childminder|"
-    "godparent|carer")
+    "godparent")
 OCCUPATIONS = (
     "nurse|engineer|developer|programmer|designer|lawyer|accountant|artist|painter|writer|"
     "author|musician|singer|chef|cook|pilot|driver|officer|scientist|researcher|professor|"
@@ -116,7 +116,7 @@ _ING_NOUN = re.compile(r"^'s (?:wedding|ceiling|clothing|morning|evening|thing|r
                        r"|belongings|savings|ending|housing|bedding|listing|posting)\b")
 # -ing words that are a noun after a possessive ("Anouk's training was tough") or a verb
 # after a contracted "is" ("Anouk's training to be a midwife", "Dmitri's building a
-# shed"): a noun when a verb, "of", "and" or the end of the clause follows, else a verb.
+# shed"): a verb only when what follows is what a verb takes (_VERB_AFTER).
 _ING_EITHER = re.compile(r"^'s (?:building|meeting|painting|drawing|training|funding"
                          r"|feeling|recording|writing|reading|setting|landing|booking"
                          r"|filling|cooking|baking|singing|dancing|swimming|running)"
@@ -508,7 +508,8 @@ _ANIMAL = re.compile(r"\b(?:bones?|paws?|tail|leash|kibble|fur|fetch|walkies|lit
 def pronoun_person(statement: str, context: str, *, speaker_names: list[str],
                    known: dict[str, str] | None = None) -> tuple[NamedPerson, str] | None:
     """The one named person a leading he/she of `statement` points back at in `context`
-    (the message's words before the claim), and the statement with the name put in:
+    (the turns just before and the message's words before the claim), and the statement
+    with the name put in:
     ("Sam said he's running a cheese stall now.", "I bumped into Ignatius at the market,")
     -> (Ignatius, "Sam said Ignatius is running a cheese stall now."). None when the
     pronoun is not the subject, when no person or more than one is named before it, or
@@ -552,4 +553,7 @@ def pronoun_person(statement: str, context: str, *, speaker_names: list[str],
             else " is"
     elif verb == "'ll":
         verb = " will"
+    if verb == " is" and re.match(rf" (?:now |also |still )?(?:(?:{speaker})'s|their) ",
+                                  rest):
+        return None  # "he's Sam's brother": who someone is to the speaker is theirs
     return NamedPerson(name, None), match.group("lead") + name + verb + rest

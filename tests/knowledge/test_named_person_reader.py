@@ -188,6 +188,8 @@ def test_relayed_news_verbs_after_s_and_unlisted_names(statement: str,
     ("Sam said he's running a cheese stall now.", "I saw Alex at the market, ", None),
     ("Sam said he hid his bone in Sam's slipper.", "Oliver's hilarious! ", None),
     ("Sam said he'll love it.", "Let's hope the weather holds. ", None),
+    # who someone is to the speaker stays the speaker's ("X is Sam's new babysitter")
+    ("Sam said he's Sam's new babysitter.", "That's Ignatius in the photo. ", None),
     # the speaker's own words, and a pronoun that is no subject
     ("Sam is running a cheese stall now.", "I bumped into Ignatius, ", None),
     ("Sam gave him a lift.", "I bumped into Ignatius, ", None),
