@@ -16,7 +16,7 @@ from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
 from memhouse.core.tenancy import account_context
 from tests.governance.helpers import api
-from tests.governance.test_intake_quality import post, search
+from tests.governance.test_intake_quality import SCOPE, post, search
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,3 +125,19 @@ def test_news_passed_on_about_a_titled_relative_is_held_for_them(
     for text, name in (("had a fall", "Brenda"), ("midwife", "Anouk")):
         row = only_row(committed_world, text)
         assert (row.state, row.subject_peer_id, row.named_entity) == ("held", None, name)
+
+
+def test_a_he_answering_the_turn_before_goes_to_the_person_it_named(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    # the name is in the session's turn before (Bob's question), the "he" in Alice's reply
+    r = api(live_server, keys.scribe, "POST", "messages", {
+        "scope": SCOPE, "session": "market", "messages": [
+            {"peer_key": "bob", "text": "Have you heard from Ignatius lately?",
+             "occurred_at": "2026-03-02T09:10:00Z"},
+            {"peer_key": "alice", "text": "He's running a cheese stall now.",
+             "occurred_at": "2026-03-02T09:11:00Z"}]})
+    assert r.status_code in (200, 201, 202), r.text
+    stall = only_row(committed_world, "cheese stall")
+    assert "Ignatius" in stall.statement
+    assert (stall.state, stall.subject_peer_id, stall.named_entity) == (
+        "held", None, "Ignatius")
