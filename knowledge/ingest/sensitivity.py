@@ -137,7 +137,11 @@ _PERSONAL_PHRASES = re.compile(
     # beliefs
     r"|pagan\w*|mormon\w*|jehovah\w*|evangelical|quaker\w*|born\s+again|kosher|halal"
     r"|(?:my|our|his|her|their)\s+(?:priest|vicar|rabbi|imam|pastor|minister|faith|god)"
-    r"|bar\s+mitzvah|bat\s+mitzvah|believ\w*\s+in\s+god|(?:go|goes|went|going)\s+to\s+"
+    r"|bar\s+mitzvah|bat\s+mitzvah|eid|diwali|hanukk?ah|chanukah|yom\s+kippur"
+    r"|rosh\s+hashanah|vaisakhi|navratri|tory|tories|trump\s+supporter|maga"
+    r"|voted?\s+(?:leave|remain|tory|labour|reform|lib\s+dem|green|conservative|trump|biden"
+    r"|harris|republican|democrat)|pro-life|pro-choice|anti-abortion|socialis[tm]|communis[tm]"
+    r"|marxis[tm]|libertarian|feminis[tm]|believ\w*\s+in\s+god|(?:go|goes|went|going)\s+to\s+"
     r"(?:mass|temple|gurdwara)"
     # immigration status, not travel ("visa requirements for places I want to visit")
     r"|(?:work|student|spouse|partner|marriage)\s+visa|visa\s+(?:was\s+|got\s+|has\s+been\s+)?"

@@ -174,6 +174,7 @@ def test_order_and_other_fields_are_unchanged() -> None:
     "I struggled with my mental health after uni.",
     # beliefs and status
     "I keep kosher at home.", "My work visa expires in March.",
+    "We're celebrating Eid at my aunt's.", "I voted Leave in 2016.", "I'm a socialist.",
 ])
 def test_everyday_words_for_money_health_and_belief_are_personal(text: str) -> None:
     assert classify_sensitivity(text) == "personal"
@@ -186,7 +187,7 @@ def test_everyday_words_for_money_health_and_belief_are_personal(text: str) -> N
     "I'm sick of this rain.", "I'm researching the visa requirements for Japan.",
     "I volunteer at the food bank on Saturdays.", "That concert was sick.",
     "I afford myself one coffee a day.", "My dog hurt her paw on the beach.",
-    "I'm looking into counseling as a career.",
+    "I'm looking into counseling as a career.", "I lent him a tenner.",
 ])
 def test_their_other_senses_stay_internal(text: str) -> None:
     assert classify_sensitivity(text) == "internal"
