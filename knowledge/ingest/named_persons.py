@@ -109,7 +109,9 @@ _REPORT = (r"(?:(?:just|recently|finally|also|only) )?"
            r"(?:said|says|told \w+|heard|hears|thinks|mentioned|explained|wrote|shared"
            r"|found out|finds out|learned|learnt|learns|realized|realised|noticed"
            r"|was told|got told|discovered)"
-           r"(?: that)?:?(?: (?i:turns out|apparently)(?: that)?,?)?")
+           r"(?: that)?:?(?: (?i:turns out|apparently|according to (?:\w+ )?\w+|word is"
+           r"|the word is|rumou?r has it|guess what|fun fact|reportedly|supposedly|allegedly)"
+           r"(?: that)?[,:]?)?")
 # -ing nouns a possessive takes ("Dmitri's wedding"): no contraction of "is".
 _ING_NOUN = re.compile(r"^'s (?:wedding|ceiling|clothing|morning|evening|thing|ring|king"
                        r"|spring|string|sibling|darling|offspring|earring|birthday|outing"
@@ -199,6 +201,10 @@ _PERSON_PREDICATE = re.compile(
     r"|class|classes|yoga|pilates|therapy|rehab)\b"
     r"|^(?:got|gets|adopted|rescued|is getting|bought) (?:a|an|two|another) (?:\w+ )?(?:puppy"
     r"|kitten|dog|cat|rabbit|hamster|pony|guinea pig)\b"
+    r"|^(?:has|had|has got|got|caught|is recovering from|has been diagnosed with|is off with)"
+    r" (?:the |a |an )?(?:flu|shingles|covid|chickenpox|measles|mumps|pneumonia|bronchitis"
+    r"|glandular fever|tonsillitis|appendicitis|gallstones|kidney stones|hernia|migraine"
+    r"|concussion|cancer|dementia|arthritis)\b"
     r"|^(?:got|gets|has got) into (?:uni|university|college|medical school|med school|law school"
     r"|grad school|drama school|art school|oxford|cambridge|harvard|yale|stanford|mit)\b"
     r"|^(?:is|was) (?:such )?(?:a |an )(?:\w+ )?(?:bloke|guy|lad|chap|gent|gentleman|woman"
@@ -432,7 +438,7 @@ def named_person(statement: str, *, speaker_names: list[str],
         rf"(?P<rest> .*)$", text)
     if apposed is not None:
         candidates.append((apposed, True))
-    named = rf"(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>(?:'s)? .*)$"
+    named = rf"{_BEFORE_TITLE}(?P<name>{_NAME}(?: {_NAME})?)(?P<rest>(?:'s)? .*)$"
     titled = re.match(rf"{lead}{_BEFORE_TITLE}(?:(?i:{TITLES})\.? ){named}", text)
     if titled is not None:
         candidates.append((titled, True))  # a title says it is a person

@@ -158,6 +158,11 @@ def test_a_named_person_mid_clause_contracted_or_unlisted(statement: str,
     # a title after a word of age or fondness, and clergy
     ("Sam said Old Mr Hargreaves next door is in a care home now.", "Hargreaves"),
     ("Sam's vicar, Reverend Pam, is retiring at Easter.", "Pam"),
+    # hearsay said in other words, a word of fondness before the name, an illness
+    ("Sam said according to Mum, Auntie Sheila is moving to Spain.", "Sheila"),
+    ("Sam said Word is that Ottoline's pregnant.", "Ottoline"),
+    ("Sam said Rumour has it Bartholomew is leaving the firm.", "Bartholomew"),
+    ("Sam said Poor Anselm has shingles.", "Anselm"),
     # companies and places do none of these
     ("Sam said Google is hiring engineers in Dublin.", None),
     ("Sam said Acme works with three suppliers.", None),
