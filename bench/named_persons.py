@@ -42,7 +42,8 @@ def settled(text: str, *, speaker: Any, known: dict[str, str], when: datetime
                               known_peers=known)
     out = []
     for claim in RuleBasedExtractor().extract(message):
-        claim, named = settle_subject(claim, speaker=speaker, names=known)
+        claim, named = settle_subject(claim, speaker=speaker, names=known,
+                                      context=text[:claim.evidence_span[0]])
         out.append((claim.statement, claim.subject_peer_key, named))
     return out
 
@@ -70,7 +71,7 @@ def run_set(texts: dict[str, list[str]], *, speaker: Any, known: dict[str, str]
 
 def locomo_changes(path: str) -> dict[str, Any]:
     from bench.common import load_locomo
-    from governance.intake.named import settle_subject
+    from governance.intake.named import prior_text, settle_subject
     from knowledge.ingest.extraction import ObservedMessage
     from knowledge.ingest.rule_extractor import RuleBasedExtractor
     from knowledge.models import Peer
@@ -95,7 +96,10 @@ def locomo_changes(path: str) -> dict[str, Any]:
             recent.append((speaker.key, turn.text))
             for claim in extractor.extract(message):
                 total += 1
-                after, named = settle_subject(claim, speaker=speaker, names=known)
+                after, named = settle_subject(
+                    claim, speaker=speaker, names=known,
+                    context=prior_text(message.recent_turns,
+                                       turn.text[:claim.evidence_span[0]]))
                 if after.subject_peer_key != claim.subject_peer_key:
                     changed += 1
                     examples.append({"statement": claim.statement,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from knowledge.ingest.extraction import ExtractedClaim
-from knowledge.ingest.named_persons import named_person
+from knowledge.ingest.named_persons import named_person, pronoun_person
 from knowledge.models import Peer
 from memhouse.core.principal import Actor
 
@@ -35,18 +35,34 @@ def speaker_names(peer: Peer | None) -> list[str]:
 
 
 def settle_subject(claim: ExtractedClaim, *, speaker: Peer | None,
-                   names: dict[str, str]) -> tuple[ExtractedClaim, str]:
+                   names: dict[str, str], context: str = "") -> tuple[ExtractedClaim, str]:
     """The claim with its subject settled for a named person, and the unregistered name
-    to record ("" when none). A claim already about another registered peer is kept."""
+    to record ("" when none). A claim already about another registered peer is kept.
+    `context` is the message's text before the claim's evidence: a he/she the extractor
+    left as said may point back at the one person it names (named_persons.pronoun_person),
+    and the statement then says who."""
     speaker_key = speaker.key if speaker is not None else None
     if claim.subject_peer_key not in (None, speaker_key):
         return claim, ""
     found = named_person(claim.statement, speaker_names=speaker_names(speaker), known=names)
+    if found is None and context:
+        resolved = pronoun_person(claim.statement, context,
+                                  speaker_names=speaker_names(speaker), known=names)
+        if resolved is not None:
+            found, statement = resolved
+            claim = replace(claim, statement=statement)
     if found is None or (found.peer_key is not None and found.peer_key == speaker_key):
         return claim, ""
     if found.peer_key is not None:
         return replace(claim, subject_peer_key=found.peer_key, self_observation=False), ""
     return replace(claim, subject_peer_key=None, self_observation=False), found.name
+
+
+def prior_text(recent: tuple[tuple[str, str], ...], before: str) -> str:
+    """What a he/she of a claim may point back at: the conversation's turns just before
+    the message (oldest first, as the extractor sees them) and the message's own words
+    before the claim."""
+    return "\n".join([*(text for _, text in recent), before])
 
 
 def names_of(peer: Peer) -> list[str]:

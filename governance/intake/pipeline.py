@@ -28,7 +28,7 @@ from governance.intake.gates import (
     agent_claim_about_user,
     normalised,
 )
-from governance.intake.named import settle_subject
+from governance.intake.named import prior_text, settle_subject
 from governance.intake.supersession import change_told, may_conflict, settle_update
 from knowledge import audit, lifecycle
 from knowledge.ingest.dead_letter import describe
@@ -310,7 +310,8 @@ def process_messages_batch(account_id: str | uuid.UUID, message_ids: list[Any], 
                                                addressee=listener)
                 # A claim about a named person never stays the speaker's (intake.named).
                 claim, named = settle_subject(claim, speaker=msg.peer,
-                                              names=names[msg.scope_id])
+                                              names=names[msg.scope_id],
+                                              context=prior_text(recent[msg.pk], msg.text[:start]))
                 subject = peers.get(claim.subject_peer_key) if claim.subject_peer_key else None
                 if claim.subject_peer_key and subject is None:
                     continue  # the extractor named a peer that does not exist: never guess

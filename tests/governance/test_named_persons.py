@@ -16,7 +16,7 @@ from governance.models import PeerQuestion, Validation
 from knowledge.models import Knowledge
 from memhouse.core.tenancy import account_context
 from tests.governance.helpers import api
-from tests.governance.test_intake_quality import post, search
+from tests.governance.test_intake_quality import SCOPE, post, search
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -94,3 +94,50 @@ def test_the_speakers_own_claims_and_joint_ones_stay_theirs(
         row = only_row(committed_world, text)
         assert row.state == "active" and row.named_entity == "", (row.statement, row.state)
         assert row.subject_peer is not None and row.subject_peer.key == "alice"
+
+
+def test_a_he_left_as_said_goes_to_the_person_the_message_named(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    # issue 33 item 3 on unseen wording: the second clause's "he" is Ignatius, not Alice
+    post(live_server, keys.alice,
+         "I bumped into Ignatius at the market, he's running a cheese stall now.")
+    stall = only_row(committed_world, "cheese stall")
+    assert stall.statement == "Alice said Ignatius is running a cheese stall now."
+    assert (stall.state, stall.state_reason) == ("held", "f4_named_person_hold")
+    assert stall.subject_peer_id is None and stall.named_entity == "Ignatius"
+    # meeting him is Alice's own evening
+    met = only_row(committed_world, "bumped into")
+    assert met.state == "active" and met.subject_peer is not None
+    assert met.subject_peer.key == "alice"
+    # registering Ignatius later makes the claim his
+    r = api(live_server, keys.dave, "POST", "peers",
+            {"key": "ignatius", "kind": "human", "display_name": "Ignatius"})
+    assert r.status_code == 201, r.text
+    stall = only_row(committed_world, "cheese stall")
+    assert stall.state == "provisional" and stall.subject_peer is not None
+    assert stall.subject_peer.key == "ignatius"
+
+
+def test_news_passed_on_about_a_titled_relative_is_held_for_them(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "Mum says Auntie Brenda had a fall last week.",
+         "Anouk's training to be a midwife.")
+    for text, name in (("had a fall", "Brenda"), ("midwife", "Anouk")):
+        row = only_row(committed_world, text)
+        assert (row.state, row.subject_peer_id, row.named_entity) == ("held", None, name)
+
+
+def test_a_he_answering_the_turn_before_goes_to_the_person_it_named(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    # the name is in the session's turn before (Bob's question), the "he" in Alice's reply
+    r = api(live_server, keys.scribe, "POST", "messages", {
+        "scope": SCOPE, "session": "market", "messages": [
+            {"peer_key": "bob", "text": "Have you heard from Ignatius lately?",
+             "occurred_at": "2026-03-02T09:10:00Z"},
+            {"peer_key": "alice", "text": "He's running a cheese stall now.",
+             "occurred_at": "2026-03-02T09:11:00Z"}]})
+    assert r.status_code in (200, 201, 202), r.text
+    stall = only_row(committed_world, "cheese stall")
+    assert "Ignatius" in stall.statement
+    assert (stall.state, stall.subject_peer_id, stall.named_entity) == (
+        "held", None, "Ignatius")

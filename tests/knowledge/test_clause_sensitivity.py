@@ -11,7 +11,7 @@ import pytest
 
 from knowledge.ingest.extraction import ExtractedClaim, ObservedMessage, validate_claim
 from knowledge.ingest.rule_extractor import RuleBasedExtractor, sentence_spans
-from knowledge.ingest.sensitivity import share_within_sentences
+from knowledge.ingest.sensitivity import classify_sensitivity, share_within_sentences
 
 WHEN = datetime(2026, 6, 10, 18, 0, tzinfo=UTC)  # Wednesday 10 June 2026
 PEERS = {"sam": "sam", "lena": "lena", "omar": "omar"}
@@ -153,3 +153,62 @@ def test_order_and_other_fields_are_unchanged() -> None:
     assert [c.statement for c in raised] == ["Sam runs every day.", "Sam takes insulin."]
     assert raised[0] == ExtractedClaim(**{**claims[0].__dict__, "sensitivity": "personal"})
     assert raised[1] is claims[1]
+
+
+# --- the lexicon in everyday words (issue 33 item 4 on unseen wording) ------------------------
+
+
+@pytest.mark.parametrize("text", [
+    # money trouble without "debt", "loan" or "salary"
+    "We're behind on rent again.", "I've been in arrears with the council tax since June.",
+    "My overdraft is maxed out.", "I can't afford the dentist this month.",
+    "We're on universal credit at the moment.", "Honestly I'm skint until payday.",
+    "I'm completely broke after Christmas.", "I took out a payday loan to cover it.",
+    "The landlord is threatening to evict us.", "We can barely make ends meet.",
+    # health without "diagnosed" or "surgery"
+    "I'm allergic to penicillin.", "Dad had a heart attack in May.",
+    "I've been off sick with long covid.", "My physio says I need six more weeks.",
+    "I had a stroke two years ago.", "I broke my wrist at roller derby.",
+    "I've been burnt out since the reorg.", "I'm still in remission.",
+    "I got hurt and had to take a break from pottery.", "My son got into an accident.",
+    "I struggled with my mental health after uni.",
+    # beliefs and status
+    "I keep kosher at home.", "My work visa expires in March.",
+    "We're celebrating Eid at my aunt's.", "I voted Leave in 2016.", "I'm a socialist.",
+])
+def test_everyday_words_for_money_health_and_belief_are_personal(text: str) -> None:
+    assert classify_sensitivity(text) == "personal"
+
+
+@pytest.mark.parametrize("text", [
+    # the same words in their other senses
+    "The shed is behind the garage.", "I read about the benefits of yoga.",
+    "What a stroke of luck!", "We broke up in May.", "It broke down on the motorway.",
+    "I'm sick of this rain.", "I'm researching the visa requirements for Japan.",
+    "I volunteer at the food bank on Saturdays.", "That concert was sick.",
+    "I afford myself one coffee a day.", "My dog hurt her paw on the beach.",
+    "I'm looking into counseling as a career.", "I lent him a tenner.",
+])
+def test_their_other_senses_stay_internal(text: str) -> None:
+    assert classify_sensitivity(text) == "internal"
+
+
+def test_falling_behind_on_rent_makes_the_whole_sentence_personal() -> None:
+    assert extract("We're behind on rent, so I'm selling my old guitar.") == [
+        ("Sam and others are behind on rent.", "personal"),
+        ("Sam is selling their old guitar.", "personal")]
+
+
+@pytest.mark.parametrize("text", [
+    "I'm on a waiting list for counselling, so I'm working from home for now.",
+    "We had to use a food bank last month and I skipped my friend's birthday.",
+    "My credit card's maxed out so I'm not coming to the stag do.",
+    "We can't afford a holiday this year, so we're camping in the garden.",
+    "My benefits got cut, so I'm looking for a second job.",
+    "I'm on statins now and I've switched to oat milk.",
+    "I was made redundant in March and I'm retraining as a plumber.",
+    "I got a bill from the bailiffs, so I'm selling my car.",
+])
+def test_every_clause_of_an_everyday_personal_sentence_is_personal(text: str) -> None:
+    claims = extract(text)
+    assert len(claims) >= 2 and {level for _, level in claims} == {"personal"}, claims
