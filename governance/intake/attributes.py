@@ -95,8 +95,11 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         moving move relocated relocating home hometown town address place little flat
         apartment house up down back over out across finally""")),
     Attribute("car", _cue(
-        rf"\b(?:car|motor|hatchback|saloon|sedan|suv|drives? (?:an?|the)"
-        rf"|driving (?:an?|the))\b|\b{_MAKES}\b"),
+        # what the car is, not anything a car did ("car trouble", "my car broke down")
+        rf"\b(?:(?:car|motor) (?:is|was) (?:now )?(?:an?|the)|drives? (?:an?|the)"
+        rf"|driving (?:an?|the)|(?:new|used|secondhand|second-hand|first) car"
+        rf"|(?:got|bought|picked up|leased?|leasing) (?:myself |themself |themselves )?(?:an?|the)"
+        rf" (?:[\w-]+ ){{0,2}}(?:car|hatchback|saloon|sedan|suv|estate))\b|\b{_MAKES}\b"),
         _words("""car cars motor hatchback saloon sedan suv drive drives driving secondhand
         second-hand used beat-up old new little myself themself themselves himself
         herself""")),
@@ -127,6 +130,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("commute", _cue(
         r"\b(?:commut(?:e|es|ing)|(?:drive|drives|driving|walk|walks|walking|cycle|cycles"
         r"|cycling|bike|bikes|biking) (?:in)?to (?:work|the office|school|uni|college)"
+        r"|(?:cycles?|cycling|bikes?|biking) in (?:every|each|most)\b"
         r"|(?:the|a) [\d:.]+ (?:train|bus|tube|tram|ferry)"
         r"|(?:takes?|taking|gets?|getting|catch(?:es)?|catching|rides?|riding) (?:the|a)"
         r" (?:train|bus|tube|subway|metro|tram|ferry) (?:in)?to (?:work|the office|school"
@@ -156,7 +160,9 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         _words("team squad department crew unit division reorg work")),
     Attribute("shift", _cue(
         r"\b(?:(?:night|day|early|late|morning|evening|afternoon|weekend|graveyard"
-        r"|overnight|back) shifts?|on (?:nights|days|earlies|lates))\b"),
+        r"|overnight|back) shifts?|on (?:nights|days|earlies|lates|weekends|weekdays)"
+        r"|works? (?:nights|weekends|weekdays)|(?:switched|moved) to (?:nights|days|weekends"
+        r"|weekdays))\b"),
         _words("shift shifts work")),
     Attribute("coffee", _cue(rf"\b{_COFFEES}\b"),
               _words("usual order drink coffee all way")),
@@ -179,6 +185,13 @@ ATTRIBUTES: tuple[Attribute, ...] = (
 # "on Thursday evenings": what one does in a weekly slot is one value at a time.
 _SLOT = re.compile(rf"\b(?:on|every) (?:(?:the )?(?:first|second|third|last) )?(?P<day>{_DAYS})s?"
                    r"(?: (?:evenings?|mornings?|afternoons?|nights?))?\b", _I)
+# "Book club meets on the first Tuesday", "book club is moving to Wednesdays": the day a
+# recurring thing is on is one value at a time, keyed by the thing.
+_WHEN = re.compile(
+    rf"\b(?P<act>[a-z][\w-]*(?: [a-z][\w-]*)?) (?:meets|meet|is|are|runs|happens|takes place"
+    rf"|is moving|has moved|moved|got moved|is now|are now|is switching|switched)"
+    rf" (?:to |on |over to )?(?:the )?(?:(?:first|second|third|last) )?"
+    rf"(?P<day>{_DAYS})s?\b", _I)
 _SLOT_NEUTRAL = _words("""on every evening evenings morning mornings afternoon afternoons
 night nights first second third last month week weeks weekly do does doing""")
 
@@ -270,25 +283,30 @@ def attributes(statement: str, names: frozenset[str] = frozenset()
         if _someone_else(clause, names, first=n == 0) or _GIVEN_UP.search(clause):
             continue  # another person's, or a value given up ("closed the Lloyds account")
         keys: list[tuple[str, Attribute | None]] = []
-        for attribute in ATTRIBUTES:
-            if attribute.cue.search(clause):
-                keys.append((attribute.name, attribute))
+        keys += [(a.name, a) for a in ATTRIBUTES if a.cue.search(clause)]
+        when = _WHEN.search(clause)
+        if when is not None and when.group("act").split()[-1].lower() not in _NOT_THINGS:
+            found.setdefault(f"when:{_stem(when.group('act').split()[-1])}", set()).add(
+                _stem(when.group("day")))
         slot = _SLOT.search(clause)
-        if slot is not None:
+        if slot is not None and when is None:
             keys.append((f"slot:{slot.group('day').lower()}", None))
-        for key, attribute in keys:
-            if attribute is not None and attribute.value is not None:
-                values = {v.lower().rstrip(".") for v in attribute.value.findall(clause)}
+        for key, typed in keys:
+            if typed is not None and typed.value is not None:
+                values = {v.lower().rstrip(".") for v in typed.value.findall(clause)}
             else:
-                neutral = attribute.neutral if attribute is not None else _SLOT_NEUTRAL
+                neutral = typed.neutral if typed is not None else _SLOT_NEUTRAL
                 values = {_stem(w) for w in content_words(clause, names=names)
                           if w not in neutral and w not in _NOISE and w not in _VERBS
-                          and _stem(w) not in neutral and not _DAYS_RE.fullmatch(_stem(w))
+                          and _stem(w) not in neutral
+                          and not (typed is None and _DAYS_RE.fullmatch(_stem(w)))
                           and not (w.endswith("ed") and len(w) > 4)}
             found.setdefault(key, set()).update(values)
     return tuple((key, frozenset(values)) for key, values in found.items())
 
 
+_NOT_THINGS = _words("""it that this which who what she he they we i today tomorrow
+everything nothing something one day birthday party""")
 _DAYS_RE = re.compile(rf"{_DAYS}s?", _I)
 _SEVERAL = frozenset(a.name for a in ATTRIBUTES if a.several) | {"slot"}
 # A change said in so many words: what a held-several attribute needs to be replaced.

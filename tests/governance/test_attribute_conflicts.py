@@ -22,7 +22,8 @@ NAMES = frozenset({"rosa", "rosa linde", "linde"})
 
 # (old, new, the new claim's message): no word of the values is shared.
 CONFLICTS = [
-    ("Rosa Linde's car is a beat-up Ford Fiesta.", "Rosa Linde got themself a secondhand Kia Picanto.",
+    ("Rosa Linde's car is a beat-up Ford Fiesta.",
+     "Rosa Linde got themself a secondhand Kia Picanto.",
      "RIP Fiesta, the gearbox died. Got myself a secondhand Kia Picanto."),
     ("Rosa Linde banks with Barclays.", "Rosa Linde moved all their accounts to Monzo.",
      "Moved all my accounts to Monzo over the weekend."),
@@ -44,6 +45,9 @@ CONFLICTS = [
     ("Rosa Linde's current account is with Lloyds.",
      "Rosa Linde closed the Lloyds account and opened one with Starling.",
      "Closed the Lloyds account and opened one with Starling."),
+    ("Rosa Linde said Book club meets on the first Tuesday of the month.",
+     "Rosa Linde said Book club is moving to Wednesdays, Tuesdays kept clashing with netball.",
+     "Book club is moving to Wednesdays, Tuesdays kept clashing with netball."),
     ("Rosa Linde is on the mobile team at work.",
      "Rosa Linde got moved over to the data platform squad in the reorg.",
      "Got moved over to the data platform squad in the reorg."),
@@ -53,7 +57,8 @@ NOT_CONFLICTS = [
     # another destination is no other commute; one sprint meeting is not another's network
     ("Rosa Linde takes the train to work.", "Rosa Linde takes the bus to the gym.",
      "I take the bus to the gym."),
-    ("Rosa Linde said Sprint planning is on Mondays.", "Rosa Linde said Sprint review is on Fridays.",
+    ("Rosa Linde said Sprint planning is on Mondays.",
+     "Rosa Linde said Sprint review is on Fridays.",
      "Sprint review is on Fridays."),
     # an addition, someone else's attribute, a finished event with no change told
     ("Rosa Linde plays drums in a covers band.", "Rosa Linde also plays guitar now.",
@@ -65,6 +70,10 @@ NOT_CONFLICTS = [
     # an instrument one holds several of, with no change said
     ("Rosa Linde plays the piano.", "Rosa Linde plays the violin in an orchestra.",
      "I play the violin in an orchestra."),
+    # what a car did is not which car it is (LoCoMo dev)
+    ("Rosa Linde's car broke down on Rosa Linde's way to work.",
+     "Rosa Linde said it's been tough with car trouble and money problems.",
+     "It's been tough with car trouble and money problems."),
     # "lives" the noun, "a living"
     ("Rosa Linde wants to help make their lives better.",
      "Rosa Linde is able to make a living at painting.", "I make a living at painting now."),
@@ -117,7 +126,8 @@ def test_a_new_bank_in_other_words_marks_the_old_one_over_http(
 @pytest.mark.django_db(transaction=True)
 def test_an_older_car_arriving_late_is_marked_by_the_newer_one_over_http(
         live_server: Any, keys: Any, committed_world: Any) -> None:
-    post(live_server, keys.alice, "RIP Fiesta, the gearbox died. Got myself a secondhand Kia Picanto.",
+    post(live_server, keys.alice,
+         "RIP Fiesta, the gearbox died. Got myself a secondhand Kia Picanto.",
          at=T0 + timedelta(days=1))
     post(live_server, keys.alice, "My car's a beat-up Ford Fiesta.")
     old, new = rows(committed_world, "Ford Fiesta")[0], rows(committed_world, "Picanto")[0]
@@ -132,7 +142,8 @@ def test_the_speakers_own_clause_after_someone_elses_updates_over_http(
     # item 4: "Geraint retired" is held as a claim about Geraint; "my new boss is
     # Yolanda" is the speaker's own and replaces "My boss is Geraint".
     post(live_server, keys.alice, "My boss is Geraint.")
-    post(live_server, keys.alice, "Geraint retired last month, my new boss is Yolanda and she's great.",
+    post(live_server, keys.alice,
+         "Geraint retired last month, my new boss is Yolanda and she's great.",
          at=T0 + timedelta(days=1))
     old, new = rows(committed_world, "boss is Geraint")[0], rows(committed_world, "Yolanda")[0]
     assert new.subject_peer_id == old.subject_peer_id is not None
