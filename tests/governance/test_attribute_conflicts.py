@@ -15,7 +15,8 @@ from governance.intake.attributes import attribute_conflict
 from governance.intake.supersession import best_conflict, best_update
 from knowledge.models import Relation
 from memhouse.core.tenancy import account_context
-from tests.governance.test_intake_quality import T0, post, rows
+from tests.governance.helpers import api
+from tests.governance.test_intake_quality import SCOPE, T0, post, rows
 from tests.governance.test_read_time_conflicts import _search
 
 NAMES = frozenset({"rosa", "rosa linde", "linde"})
@@ -121,6 +122,25 @@ def test_a_new_bank_in_other_words_marks_the_old_one_over_http(
     assert ids.index(str(new.pk)) < ids.index(str(old.pk))
     marked = {str(c["id"]): c.get("possibly_outdated") for c in found}
     assert marked[str(old.pk)] == str(new.pk) and marked[str(new.pk)] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_that_finds_only_the_older_claim_shows_the_newer_one_before_it(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    post(live_server, keys.alice, "I bank with Barclays.")
+    post(live_server, keys.alice, "Moved all my accounts to Monzo over the weekend.",
+         at=T0 + timedelta(days=1))
+    old, new = rows(committed_world, "Barclays")[0], rows(committed_world, "Monzo")[0]
+    r = api(live_server, keys.alice, "POST", "search",
+            {"query": "Barclays", "scope": SCOPE, "limit": 1})
+    assert r.status_code == 200, r.text
+    # only the older claim names Barclays; the page of one shows the newer claim
+    assert [c["id"] for c in r.json()["candidates"]] == [str(new.pk)]
+    r = api(live_server, keys.alice, "POST", "search",
+            {"query": "Barclays", "scope": SCOPE, "limit": 2})
+    page = r.json()["candidates"]
+    assert [c["id"] for c in page] == [str(new.pk), str(old.pk)]
+    assert page[1]["possibly_outdated"] == str(new.pk)
 
 
 @pytest.mark.django_db(transaction=True)
