@@ -985,6 +985,14 @@ in on at with from off out""")
 _POSSESSIVE_IS = re.compile(
     r"\b((?:my|our|his|her|their|your) [\w-]+)'s (?=(?:" + "|".join(sorted(_IS_AFTER))
     + r")\b)", re.I)
+
+
+def _has_or_is(match: re.Match[str]) -> str:
+    """The verb a contracted 's after a possessive stands for: "has" before a participle."""
+    after = match.string[match.end():].split(None, 1)
+    return "has" if after and after[0].lower() in ("been", "got", "gone") else "is"
+
+
 # Nouns used as verbs after a subject ("I bank with Barclays", "we carpool to work").
 _NOUN_VERBS = _wordset("bank banks carpool carpools boulder boulders cycle cycles row rows")
 
@@ -1705,7 +1713,8 @@ class RuleBasedExtractor:
                 return None  # "Here's a pic!": it says that something is shown, not what
             work = shown
 
-        work = _POSSESSIVE_IS.sub(r"\1 is ", work)  # "my car's a Fiesta" -> "my car is a"
+        # "my car's a Fiesta" -> "my car is a"; "my week's been busy" -> "my week has been"
+        work = _POSSESSIVE_IS.sub(lambda m: f"{m.group(1)} {_has_or_is(m)} ", work)
         subject = _classify_subject(work, peers)
         if subject is not None and subject.mode == "listener" and (
                 _ADVICE_MODAL.match(work) or _LISTENER_EVALUATION.match(work)):

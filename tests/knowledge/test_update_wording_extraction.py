@@ -34,6 +34,8 @@ def test_a_provider_or_a_possession_said_in_short_is_a_statement(text: str,
 
 def test_a_possessive_before_a_noun_stays_a_possessive() -> None:
     assert _statements("My car's engine died.") == ["Rosa Linde's car's engine died."]
+    # before a participle the 's is "has" (LoCoMo dev: "my fam's been awesome")
+    assert _statements("My week's been busy.") == ["Rosa Linde's week has been busy."]
 
 
 def test_a_verbless_move_that_mentions_the_speaker_keeps_the_new_place() -> None:
