@@ -66,6 +66,33 @@ def newer_first(items: Sequence[T], marks: dict[str, str], *, id_of: Callable[[T
     return order
 
 
+# How far down the fused list a read looks for older claims whose newer one it must show.
+PULL_WINDOW = 100
+
+
+def pull_newer(fused: Sequence[T], marks: dict[str, str], *, id_of: Callable[[T], str],
+               make: Callable[[str, T], T]) -> list[T]:
+    """`fused` with the newer claim of each marked pair placed just before its older one:
+    moved up from further down the list or, when no strategy found it, added there
+    (`make(newer_id, older)`). A read that shows the older claim of an unsettled pair
+    shows the newer one with it: the newer one often shares no word with the question
+    ("Which bank?" finds "banks with Barclays", not "moved all their accounts to Monzo").
+    The whole list is reordered, not a page, so pages continue the same order."""
+    if not marks:
+        return list(fused)
+    order = list(fused)
+    for older, newer in marks.items():
+        at = next((n for n, x in enumerate(order) if id_of(x) == older), None)
+        if at is None:
+            continue
+        was = next((n for n, x in enumerate(order) if id_of(x) == newer), None)
+        if was is not None and was < at:
+            continue  # already before it
+        item = order.pop(was) if was is not None else make(newer, order[at])
+        order.insert(at, item)
+    return order
+
+
 def mark(entries: list[dict[str, Any]], marks: dict[str, str], *, key: str = "id"
          ) -> list[dict[str, Any]]:
     """Dict entries in newer-first order, each carrying `possibly_outdated` (the newer

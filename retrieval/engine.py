@@ -347,6 +347,12 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
                                         allowance_ms=reserved, lists=fused_lists)
     # A statement from a turn already placed waits behind new turns (retrieval.crowding).
     fused, repeats = crowding.defer_repeats(fused, wait=profile.repeat_deferral)
+    # The older claim of an unsettled contradiction never shows without the newer one,
+    # just before it, even when only the older ranked (conflicts.pull_newer).
+    fused = conflicts.pull_newer(fused, conflicts.outdated_by(
+        reader=reader, ids=[c.id for c in fused[:conflicts.PULL_WINDOW]], scope_ids=read_ids,
+        at=now), id_of=lambda c: c.id,
+        make=lambda i, older: fusion.FusedCandidate(id=i, fusion_score=older.fusion_score))
     page_items = fused[offset: offset + limit]
     candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
     for c in candidates:

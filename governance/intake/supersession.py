@@ -38,6 +38,7 @@ from typing import Any
 
 from django.db.models import Max
 
+from governance.intake.attributes import attribute_conflict, attributes, shares_attribute
 from governance.intake.junk import claim_body, content_words
 from knowledge import lifecycle
 from knowledge.lifecycle import ActorLike
@@ -929,7 +930,8 @@ def _named_values(text: str, names: frozenset[str]) -> tuple[tuple[str, str], ..
 
 def may_conflict(statement: str, names: frozenset[str] = frozenset()) -> bool:
     """Could this claim contradict a current row? Only one that names something."""
-    return bool(_named(statement, names)) and not ADDITIVE.search(claim_body(statement))
+    return (bool(_named(statement, names)) or bool(attributes(statement, names))) \
+        and not ADDITIVE.search(claim_body(statement))
 
 
 @lru_cache(maxsize=8192)
@@ -1083,7 +1085,8 @@ def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = fr
                 and found[0].split(":", 1)[0] in TOLD_SLOTS:
             picked.append((index, found[0], True))
     if not picked:
-        return None
+        return _by_attribute(statement, olds, names=names, message=message, told=told,
+                             said_later=said_later, told_later=told_later)
     named = [(index, key) for index, key, by_telling in picked if not by_telling]
     by_telling = [(index, key) for index, key, told_ in picked if told_]
     scored = [(pair, cos, CONFLICT_MIN_COSINE) for pair, cos in zip(
@@ -1096,6 +1099,9 @@ def best_conflict(statement: str, olds: list[str], *, names: frozenset[str] = fr
     for (index, key), cos, floor in scored:
         if cos >= floor and (best is None or cos > best[2]):
             best = (index, key, round(cos, 4))
+    if best is None:  # a frame's pair too far apart: the attribute may still tie one
+        return _by_attribute(statement, olds, names=names, message=message, told=told,
+                             said_later=said_later, told_later=told_later)
     return best
 
 
@@ -1106,6 +1112,33 @@ def masked(statement: str, names: frozenset[str]) -> str:
         return body
     pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     return re.sub(rf"\b(?:{pattern})(?:'s|\u2019s)?\b", "someone", body, flags=_I)
+
+
+def _by_attribute(statement: str, olds: list[str], *, names: frozenset[str], message: str,
+                  told: bool, said_later: frozenset[int], told_later: frozenset[int]
+                  ) -> tuple[int, str, float] | None:
+    """The old claim that gives another value of an attribute `statement` states (see
+    governance.intake.attributes), with no shared word needed, as (index, "attr:<name>",
+    masked cosine); for a row said after `statement` (`said_later`) the stored row is the
+    newer one. The closeness only orders several such rows: it is low by nature when the
+    values differ."""
+    hits: list[tuple[int, str]] = []
+    for index, old in enumerate(olds[:STRONG_CUE_RECENT]):
+        if index in said_later:
+            key = attribute_conflict(old, statement, names=names, told=index in told_later,
+                                     new_event=_past_event(old),
+                                     old_event=_past_event(statement))
+        else:
+            key = attribute_conflict(statement, old, names=names, told=told,
+                                     message=message, new_event=_past_event(statement),
+                                     old_event=_past_event(old))
+        if key is not None:
+            hits.append((index, key))
+    if not hits:
+        return None
+    scores = cosines(masked(statement, names), [masked(olds[i], names) for i, _ in hits])
+    cos, (index, key) = max(zip(scores, hits, strict=True), key=lambda pair: pair[0])
+    return index, key, round(max(cos, 0.0), 4)
 
 
 def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
@@ -1122,8 +1155,9 @@ def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
     found = best_conflict(item.statement, olds, names=names, message=message_text)
     reverse = [n for n, c in enumerate(rows)
                if _overrides(item.statement, c.statement, names) or (
-                   n < STRONG_CUE_RECENT and _overrides(
-                       item.statement, c.statement, names, told=True))
+                   n < STRONG_CUE_RECENT and (_overrides(
+                       item.statement, c.statement, names, told=True)
+                       or shares_attribute(item.statement, c.statement, names)))
                ] if found is None else []
     at = said_at(item) if reverse else None
     if at is not None:

@@ -470,7 +470,10 @@ _FIRST_PERSON_MENTION = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|myself)
 _CLAUSE_SEPARATOR = re.compile(
     r"\s*,?\s*\b(?:and|but|so|or|yet)\b\s+|\s*;\s*|\s+[-\u2013\u2014]+\s+|\s*\u2014\s*|\s*-{2,}\s*"
     r"|(?P<comma>\s*,\s+)(?=(?:I|I'm|I've|I'd|I'll|[Ww]e|[Ww]e're|[Ww]e've|[Hh]e|[Ss]he|[Tt]hey"
-    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's|[Yy]ou'll|[Yy]ou'd|[Yy]ou're|[Yy]ou've)\s)"
+    r"|[Tt]hey're|[Ii]t|[Ii]t's|[Hh]e's|[Ss]he's|[Yy]ou'll|[Yy]ou'd|[Yy]ou're|[Yy]ou've"
+    # "Geraint retired, my new boss is Yolanda": the speaker's own clause after someone
+    # else's is its own claim (the named-person gate holds the other one)
+    r"|[Mm]y|[Oo]ur)\s)"
 )
 _SUBORDINATOR = re.compile(
     r"^\W*(?:when|while|because|since|although|though|after|before|as|once|until|if|unless"
@@ -974,12 +977,38 @@ def _verbless(text: str) -> bool:
     return True
 
 
+# After "'s", what makes it "is" rather than a possessive: "My car's a beat-up Ford
+# Fiesta", "my phone's still broken" (not "my car's engine").
+_IS_AFTER = _wordset("""a an the not now still no never always really just so very too
+also pretty quite finally officially back over done broken gone going been got getting
+in on at with from off out""")
+_POSSESSIVE_IS = re.compile(
+    r"\b((?:my|our|his|her|their|your) [\w-]+)'s (?=(?:" + "|".join(sorted(_IS_AFTER))
+    + r")\b)", re.I)
+
+
+def _has_or_is(match: re.Match[str]) -> str:
+    """The verb a contracted 's after a possessive stands for: "has" before a participle."""
+    after = match.string[match.end():].split(None, 1)
+    return "has" if after and after[0].lower() in ("been", "got", "gone") else "is"
+
+
+# Nouns used as verbs after a subject ("I bank with Barclays", "we carpool to work").
+_NOUN_VERBS = _wordset("bank banks carpool carpools boulder boulders cycle cycles row rows")
+
+
 def _has_finite_clause(text: str) -> bool:
     """A finite verb: inflected, auxiliary, or a base form after a subject ('I', 'we',
     'they', a plural noun), a modal, 'to' or 'do'; adverbs in between are skipped."""
     previous = ""
-    for token in _TOKEN_OR_STOP.findall(text):
+    tokens = _TOKEN_OR_STOP.findall(text)
+    for n, token in enumerate(tokens):
         low = token.lower()
+        if low.endswith("'s") and n + 1 < len(tokens) and tokens[n + 1].lower() in _IS_AFTER \
+                and previous in ("my", "our", "his", "her", "their", "your"):
+            return True  # "my car's a Fiesta": a contracted "is"
+        if low in _NOUN_VERBS and previous in ("i", "we", "they"):
+            return True
         if low in ",;:()\"":
             previous = ","
             continue
@@ -1532,6 +1561,13 @@ _MARRIED = re.compile(r"\b(?:married|divorced|widow(?:ed|er)?)\b", re.I)
 _SUBJECT_VERBS = _wordset("is was has makes made keeps kept helps helped means gives gave")
 
 
+# A verbless change of place, job or provider: "Moving to Leeds for my final year",
+# "Switching to Octopus with my energy".
+_MOVE_FRAGMENT = re.compile(
+    r"^(?:moving|relocating|transferring|switching|changing|starting|joining|heading back"
+    r"|going back|retiring|leaving|quitting)\b", re.I)
+
+
 class RuleBasedExtractor:
     """Deterministic, model-free extractor; see the module docstring for the rules."""
 
@@ -1677,6 +1713,8 @@ class RuleBasedExtractor:
                 return None  # "Here's a pic!": it says that something is shown, not what
             work = shown
 
+        # "my car's a Fiesta" -> "my car is a"; "my week's been busy" -> "my week has been"
+        work = _POSSESSIVE_IS.sub(lambda m: f"{m.group(1)} {_has_or_is(m)} ", work)
         subject = _classify_subject(work, peers)
         if subject is not None and subject.mode == "listener" and (
                 _ADVICE_MODAL.match(work) or _LISTENER_EVALUATION.match(work)):
@@ -1703,6 +1741,11 @@ class RuleBasedExtractor:
             work = f"{subject.prefix} {work if keep_case else first.lower() + work[len(first):]}"
 
         if not _has_finite_clause(work):
+            if subject.mode == "mention" and _MOVE_FRAGMENT.match(work):
+                # "Transferring to Edinburgh for my final year": where one is going, said
+                # without a subject, is what was said (as when nothing names the speaker)
+                return self._reported(message, text, start, end, clause, work, peers,
+                                      addressee_keys, relevant_from, relevant_until, hedged)
             if subject.mode in ("self", "implied", "group", "mention"):
                 return None  # "Me too!", "Just chilling": nothing was said about anything
             return self._reported(message, text, start, end, clause, work, peers,

@@ -18,6 +18,9 @@ CONFLICTS = [
                                                   "playlists."),
     ("Sam Okafor's standup is at 9am.", "Sam Okafor said the team voted and standup slides "
                                         "to 9:30."),
+    # a car named by its make: the attribute ties the pair with no shared word
+    # (governance.intake.attributes)
+    ("Sam Okafor drives a Honda Civic.", "Sam Okafor picked up a Mazda 3."),
 ]
 
 NOT_CONFLICTS = [
@@ -33,14 +36,12 @@ NOT_CONFLICTS = [
     ("Sam Okafor drives a Honda Civic.", "Sam Okafor needs new tyres before winter."),
     # a description is no named value ("married"), a sentence's first word no name
     ("Sam Okafor is married.", "Sam Okafor said Family moments make life awesome."),
-    # something that happened is no new value of the attribute (nor, in this rule, is a
-    # real change told as an event: "picked up a Mazda 3" waits for its subject)
+    # something that happened is no new value of the attribute
     ("Sam Okafor lives in Leeds.", "Sam Okafor went to Lisbon in May."),
     ("Sam Okafor drives a Honda Civic.", "Sam Okafor rented a Toyota for the trip to Spain."),
     ("Sam Okafor's favourite band is Radiohead.", "Sam Okafor saw Coldplay live last night."),
     ("Sam Okafor is 34 years old.", "Sam Okafor ran 5 miles this morning."),
     ("Sam Okafor's manager is Helen Cho.", "Sam Okafor had lunch with Tom Reyes."),
-    ("Sam Okafor drives a Honda Civic.", "Sam Okafor picked up a Mazda 3."),
 ]
 
 
