@@ -17,7 +17,7 @@ from knowledge.models import Relation
 from memhouse.core.tenancy import account_context
 from tests.governance.helpers import api
 from tests.governance.test_intake_quality import SCOPE, T0, post, rows
-from tests.governance.test_read_time_conflicts import _search
+from tests.governance.test_read_time_conflicts import assert_newer_first, contradiction
 
 NAMES = frozenset({"rosa", "rosa linde", "linde"})
 
@@ -112,16 +112,9 @@ def test_a_new_bank_in_other_words_marks_the_old_one_over_http(
     post(live_server, keys.alice, "I bank with Barclays.")
     post(live_server, keys.alice, "Moved all my accounts to Monzo over the weekend.",
          at=T0 + timedelta(days=1))
-    old, new = rows(committed_world, "Barclays")[0], rows(committed_world, "Monzo")[0]
+    old, new = contradiction(committed_world, "Barclays", "Monzo")
     assert (old.state, new.state) == ("active", "active")
-    with account_context(committed_world.account.id):
-        edge = Relation.objects.get(type="contradicts")
-        assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
-    found = _search(live_server, keys.alice, "Which bank is Alice with?")
-    ids = [str(c["id"]) for c in found]
-    assert ids.index(str(new.pk)) < ids.index(str(old.pk))
-    marked = {str(c["id"]): c.get("possibly_outdated") for c in found}
-    assert marked[str(old.pk)] == str(new.pk) and marked[str(new.pk)] is None
+    assert_newer_first(live_server, keys.alice, "Which bank is Alice with?", old, new)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -150,10 +143,7 @@ def test_an_older_car_arriving_late_is_marked_by_the_newer_one_over_http(
          "RIP Fiesta, the gearbox died. Got myself a secondhand Kia Picanto.",
          at=T0 + timedelta(days=1))
     post(live_server, keys.alice, "My car's a beat-up Ford Fiesta.")
-    old, new = rows(committed_world, "Ford Fiesta")[0], rows(committed_world, "Picanto")[0]
-    with account_context(committed_world.account.id):
-        edge = Relation.objects.get(type="contradicts")
-        assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
+    contradiction(committed_world, "Ford Fiesta", "Picanto")
 
 
 @pytest.mark.django_db(transaction=True)

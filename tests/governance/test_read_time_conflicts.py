@@ -38,6 +38,26 @@ def _search(live_server: Any, key: str, query: str = QUERY) -> list[dict[str, An
     return list(r.json()["candidates"])
 
 
+def contradiction(world: Any, old_word: str, new_word: str) -> tuple[Knowledge, Knowledge]:
+    """The older and newer rows (found by a word of each), asserting the one `contradicts`
+    edge runs newer -> older."""
+    old, new = rows(world, old_word)[0], rows(world, new_word)[0]
+    with account_context(world.account.id):
+        edge = Relation.objects.get(type="contradicts")
+    assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
+    return old, new
+
+
+def assert_newer_first(live_server: Any, key: str, query: str, old: Knowledge,
+                       new: Knowledge) -> None:
+    """A search puts the newer claim before the older, which is marked by it."""
+    found = _search(live_server, key, query)
+    ids = [str(c["id"]) for c in found]
+    assert ids.index(str(new.pk)) < ids.index(str(old.pk))
+    marked = {str(c["id"]): c.get("possibly_outdated") for c in found}
+    assert marked[str(old.pk)] == str(new.pk) and marked[str(new.pk)] is None
+
+
 def _ids(items: list[dict[str, Any]], key: str = "id") -> list[str]:
     return [str(i[key]) for i in items]
 

@@ -12,7 +12,7 @@ import pytest
 from knowledge.models import Relation
 from memhouse.core.tenancy import account_context
 from tests.governance.test_intake_quality import T0, post, rows
-from tests.governance.test_read_time_conflicts import _search
+from tests.governance.test_read_time_conflicts import assert_newer_first, contradiction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,16 +22,9 @@ def test_a_change_told_across_two_sentences_marks_the_older_claim(
     post(live_server, keys.alice, "I'm a vegetarian.")
     post(live_server, keys.alice, "Ate my first steak in years today. No more lentils every night!",
          at=T0 + timedelta(days=1))
-    old, new = rows(committed_world, "vegetarian")[0], rows(committed_world, "steak")[0]
+    old, new = contradiction(committed_world, "vegetarian", "steak")
     assert (old.state, new.state) == ("active", "active")
-    with account_context(committed_world.account.id):
-        edge = Relation.objects.get(type="contradicts")
-        assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
-    found = _search(live_server, keys.alice, "Does Alice eat meat?")
-    ids = [str(c["id"]) for c in found]
-    assert ids.index(str(new.pk)) < ids.index(str(old.pk))
-    marked = {str(c["id"]): c.get("possibly_outdated") for c in found}
-    assert marked[str(old.pk)] == str(new.pk) and marked[str(new.pk)] is None
+    assert_newer_first(live_server, keys.alice, "Does Alice eat meat?", old, new)
 
 
 def test_the_same_claim_without_a_change_told_links_nothing(
@@ -59,7 +52,4 @@ def test_an_older_message_arriving_late_is_marked_by_the_newer_telling_a_change(
     post(live_server, keys.alice, "Ate my first steak in years today. No more lentils!",
          at=T0 + timedelta(days=1))
     post(live_server, keys.alice, "I'm a vegetarian.")
-    old, new = rows(committed_world, "vegetarian")[0], rows(committed_world, "steak")[0]
-    with account_context(committed_world.account.id):
-        edge = Relation.objects.get(type="contradicts")
-        assert (edge.source_id, edge.target_id) == (new.pk, old.pk)
+    contradiction(committed_world, "vegetarian", "steak")
