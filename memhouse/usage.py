@@ -28,6 +28,7 @@ from knowledge.usage import write_model_call
 from memhouse import observability as obs
 from memhouse.core.metering import bind_request_principal, current_meter, request_scope
 from memhouse.core.principal import Principal
+from memhouse.core.redis_link import RedisLink
 
 log = logging.getLogger(__name__)
 WINDOW_SECONDS = 60
@@ -79,19 +80,11 @@ class _Counter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._local: dict[str, tuple[int, int]] = {}  # key -> (window, count)
-        self._redis: Any = None
-        self._redis_down_until = 0.0
+        self._link = RedisLink(lambda: getattr(settings, "MEMHOUSE_RATE_LIMIT_REDIS_URL", "")
+                               or settings.REDIS_URL)
 
     def _client(self) -> Any:
-        if time.monotonic() < self._redis_down_until:
-            return None
-        if self._redis is None:
-            import redis
-
-            url = getattr(settings, "MEMHOUSE_RATE_LIMIT_REDIS_URL", "") or settings.REDIS_URL
-            self._redis = redis.Redis.from_url(url, socket_timeout=0.2,
-                                               socket_connect_timeout=0.2)
-        return self._redis
+        return self._link.client()
 
     def hit(self, key: str, window: int) -> int:
         """Count one request in `window` and return the count so far."""
@@ -104,8 +97,7 @@ class _Counter:
                 pipe.expire(name, WINDOW_SECONDS * 2)
                 return int(pipe.execute()[0])
             except Exception:
-                log.warning("rate limiter: Redis unavailable, counting in this process")
-                self._redis_down_until = time.monotonic() + 30
+                self._link.down("rate limiter: Redis unavailable, counting in this process")
         with self._lock:
             seen_window, count = self._local.get(key, (window, 0))
             count = count + 1 if seen_window == window else 1

@@ -45,6 +45,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
 
 from memhouse.core.principal import Principal, principal_of
+from memhouse.core.redis_link import RedisLink
 from memhouse.core.tenancy import set_account
 
 log = logging.getLogger(__name__)
@@ -225,22 +226,13 @@ class _Positions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._local: dict[str, tuple[float, str]] = {}
-        self._redis: Any = None
-        self._redis_down_until = 0.0
+        self._link = RedisLink(lambda: settings.REDIS_URL)
 
     def _client(self) -> Any:
-        if time.monotonic() < self._redis_down_until:
-            return None
-        if self._redis is None:
-            import redis
-
-            self._redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.2,
-                                               socket_connect_timeout=0.2)
-        return self._redis
+        return self._link.client()
 
     def _down(self) -> None:
-        log.warning("read-your-writes: Redis unavailable, positions kept in this process")
-        self._redis_down_until = time.monotonic() + 30
+        self._link.down("read-your-writes: Redis unavailable, positions kept in this process")
 
     def put(self, writer: str, position: str) -> None:
         client = self._client()
