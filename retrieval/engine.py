@@ -349,17 +349,24 @@ def search(*, reader: Reader, scope: Scope, query: str, profile: Profile, limit:
     fused, repeats = crowding.defer_repeats(fused, wait=profile.repeat_deferral)
     # The older claim of an unsettled contradiction never shows without the newer one,
     # just before it, even when only the older ranked (conflicts.pull_newer).
-    fused = conflicts.pull_newer(fused, conflicts.outdated_by(
-        reader=reader, ids=[c.id for c in fused[:conflicts.PULL_WINDOW]], scope_ids=read_ids,
-        at=now), id_of=lambda c: c.id,
+    window = [c.id for c in fused[:conflicts.PULL_WINDOW]]
+    marks = conflicts.outdated_by(reader=reader, ids=window, scope_ids=read_ids, at=now)
+    fused = conflicts.pull_newer(
+        fused, marks, id_of=lambda c: c.id,
         make=lambda i, older: fusion.FusedCandidate(id=i, fusion_score=older.fusion_score))
     page_items = fused[offset: offset + limit]
     candidates = _hydrate(reader, read_ids, now, page_items, done, offset)
     for c in candidates:
         c["deferred_after"] = repeats.get(c["id"])
     # Of two claims that say otherwise, the newer first and the older marked (conflicts).
-    candidates = conflicts.mark(candidates, conflicts.outdated_by(
-        reader=reader, ids=[c["id"] for c in candidates], scope_ids=read_ids, at=now))
+    # The window's marks are known already; only page ids outside it (a deep page, a
+    # newer claim pulled in) are looked up.
+    asked = set(window)
+    unasked = [c["id"] for c in candidates if c["id"] not in asked]
+    if unasked:
+        marks = {**marks, **conflicts.outdated_by(reader=reader, ids=unasked,
+                                                   scope_ids=read_ids, at=now)}
+    candidates = conflicts.mark(candidates, marks)
     for position, c in enumerate(candidates):
         c["rank"] = offset + position + 1
     elapsed = (time.monotonic() - started) * 1000
