@@ -1842,6 +1842,10 @@ class RuleBasedExtractor:
         if verbless and _BARE_PREPOSITIONAL.match(work):
             return None
         joiner = " said: " if verbless else " said "
+        if verbless and _elided_subject(toks) and " - " not in work \
+                and not work.lstrip().startswith(('"', "'")) \
+                and not re.match(r"\s*[-\u2013\u2014]", text[end:]):
+            joiner = " is "  # "Driving for Ocado now": chat drops the "I'm"
         statement = _finish_statement(speaker_name + joiner + body)
         if _content_free(statement):
             return None
@@ -1861,6 +1865,38 @@ class RuleBasedExtractor:
         names = sorted((n for n, peer_key in peers.by_name.items() if peer_key == key),
                        key=lambda n: (-len(n), n))
         return names[0].title() if names else key
+
+
+# A chat line that drops its "I'm" ("Driving for Ocado now", "Heading up the fraud team
+# these days", "Starting a bootcamp in January") begins with a verb's -ing form and has
+# no finite verb; a gerund subject ("Dancing makes me happy") has one, and an -ing
+# adjective ("Amazing work!") is no verb of its own or takes no object after it.
+_ING_ADJECTIVES = _wordset("""amazing interesting exciting boring stunning charming
+inspiring relaxing refreshing surprising disappointing frustrating annoying confusing
+embarrassing encouraging heartwarming touching moving rewarding fulfilling satisfying
+challenging terrifying amusing shocking thrilling astonishing promising outstanding
+willing loving caring daring""")
+_ING_OBJECT = _DETERMINERS | _PREPOSITIONS | _wordset(
+    "up out back off over down in on away home now around it them him her me us")
+
+
+def _ing_base(word: str) -> bool:
+    stem = word[:-3]
+    return any(base in _VERB_BASES for base in (
+        stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else stem))
+
+
+def _elided_subject(toks: list[str]) -> bool:
+    # a long line that starts so is a gerund subject whose verb we missed ("Connecting
+    # with good people ... really boosts your mood"); before a dash, a topic ("Taking in
+    # kids in need - you're so kind")
+    if len(toks) < 2 or len(toks) > 10:
+        return False
+    first, nxt = toks[0].lower(), toks[1].lower()
+    if not first.endswith("ing") or len(first) < 6 or first in _ING_ADJECTIVES:
+        return False
+    return nxt in _ING_OBJECT and (_ing_base(first) or nxt in _DETERMINERS
+                                   or nxt in ("up", "out", "back", "off", "over", "down"))
 
 
 # ============================================================================================

@@ -50,3 +50,24 @@ def test_the_speakers_own_clause_after_a_comma_is_its_own_claim() -> None:
     # no verb before the comma: one clause, as before
     assert _statements("For my birthday, my mum baked a cake.") == [
         "For Rosa Linde's birthday, Rosa Linde's mum baked a cake."]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Driving for Ocado now, better hours.", "Rosa Linde is driving for Ocado now, better hours."),
+    ("Heading up the new design team these days.",
+     "Rosa Linde is heading up the new design team these days."),
+    ("Living in Leeds now.", "Rosa Linde is living in Leeds now."),
+])
+def test_a_line_that_drops_its_i_am_is_about_the_speaker(text: str, expected: str) -> None:
+    # chat drops the "I'm" before a verb's -ing form: the new employer or home of an
+    # update must not be left as "said: driving for Ocado"
+    assert _statements(text) == [expected]
+
+
+@pytest.mark.parametrize("text", [
+    "Dancing makes me so happy.",  # a gerund subject with its own verb
+    "Taking in kids in need - you're so kind.",  # a topic before a dash
+    "Amazing work!", "Interesting idea.",  # -ing adjectives
+])
+def test_a_gerund_subject_or_an_adjective_is_no_dropped_i_am(text: str) -> None:
+    assert not any(s.startswith("Rosa Linde is ") for s in _statements(text))
