@@ -19,8 +19,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from governance.intake.name_typer import is_given_name
 from knowledge.ingest.extraction import ExtractedClaim
-from knowledge.ingest.named_persons import named_person, pronoun_person
+from knowledge.ingest.named_persons import (
+    NamedPerson,
+    given_names,
+    named_person,
+    pronoun_person,
+    unlisted_subject,
+)
 from knowledge.models import Peer
 from memhouse.core.principal import Actor
 
@@ -51,6 +58,11 @@ def settle_subject(claim: ExtractedClaim, *, speaker: Peer | None,
         if resolved is not None:
             found, statement = resolved
             claim = replace(claim, statement=statement)
+    if found is None:
+        # a name no lexicon lists, as the subject of the claim or of what it reports
+        word = unlisted_subject(claim.statement, speaker_names=speaker_names(speaker))
+        if word is not None and (word in given_names() or is_given_name(word)):
+            found = NamedPerson(word, names.get(word.lower()))
     if found is None or (found.peer_key is not None and found.peer_key == speaker_key):
         return claim, ""
     if found.peer_key is not None:

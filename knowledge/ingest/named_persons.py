@@ -110,6 +110,7 @@ _REPORT = (r"(?:(?:just|recently|finally|also|only) )?"
            r"|found out|finds out|learned|learnt|learns|realized|realised|noticed"
            r"|was told|got told|discovered)"
            r"(?: that)?:?(?: (?i:turns out|apparently|according to (?:\w+ )?\w+|word is"
+           r"|(?:the )?rumou?r is|word has it"
            r"|the word is|rumou?r has it|guess what|fun fact|reportedly|supposedly|allegedly)"
            r"(?: that)?[,:]?)?")
 # -ing nouns a possessive takes ("Dmitri's wedding"): no contraction of "is".
@@ -491,6 +492,45 @@ def named_person(statement: str, *, speaker_names: list[str],
             continue
         return NamedPerson(name, key)
     return None
+
+
+# Capitalised words that open a clause without being anyone's name ("Anyone can...",
+# "Absolutely loved it", "Hey Sam's..."): the name typer never sees them.
+_NO_NAME_OPENERS = _words("""Anyone Anybody Someone Somebody Everyone Everybody Nobody
+Noone Absolutely Definitely Certainly Honestly Seriously Literally Totally Really Maybe
+Perhaps Hey Hi Hello Wow Yes Yeah Yep Nope Okay Ok Thanks Thank Congrats Please Sorry
+Cheers Again Also Still Today Tonight Tomorrow Yesterday Everything Nothing Something
+Anything Life People Guys Folks Mum Mom Dad""")
+
+
+def unlisted_subject(statement: str, *, speaker_names: list[str]) -> str | None:
+    """A one-word capitalised subject that no lexicon knows, of the statement or of the
+    clause it reports ("Sam heard Lazarus won the pub quiz", "Sam said Jago's band is
+    playing"), when a finite verb or a possessive follows it: whether it is a person's
+    name is the name typer's to say (governance.intake.name_typer), not a list's."""
+    speaker = _speaker_alternation(speaker_names)
+    own = {part.lower() for n in speaker_names if n for part in n.split()}
+    match = re.match(rf"^(?:(?:{speaker}) {_REPORT} )?(?P<name>{_NAME})(?P<rest>(?:'s)? .+)$",
+                     statement.strip())
+    if match is None:
+        return None
+    name, rest = match.group("name"), match.group("rest")
+    if (name in _NOT_NAMES or name in _NO_NAME_OPENERS or name.lower() in own
+            or name in place_homographs() or name in word_names()
+            or name.endswith("ing") or "-" in name):
+        return None
+    after = rest.split()
+    if rest.startswith("'s"):
+        # whose thing does something ("Jago's band is playing the Half Moon"): a listed
+        # name too, which named_person leaves when the thing is no person
+        return name if len(after) > 2 and after[1][:1].islower() and _finite(
+            _predicate(after[2:])) else None
+    if name in given_names():
+        return None  # named_person has judged it
+    after = _predicate(after)
+    if not after or after[0].lower().strip(",.:;") in _NOT_VERBS:
+        return None
+    return name if _finite(after) else None
 
 
 # A claim whose subject is "he"/"she" left as said ("Sam said he's running a cheese

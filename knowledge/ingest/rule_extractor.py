@@ -1356,11 +1356,13 @@ def _kind(
 
 
 # News told as a question: "Kofi is leaving at the end of March, did you know?", "Did you
-# hear Jess quit her job?" ask nothing; the statement inside is what the speaker says.
+# hear Jess quit her job?", "Did I tell you Margot got engaged?" ask nothing; the statement
+# inside is what the speaker says.
 _KNOW_TAG = re.compile(
     r",\s*(?:did\s+you\s+(?:know|hear)|have\s+you\s+heard)\s*[?!.]*\s*$", re.I)
 _HEARD_THAT = re.compile(
-    r"(?:(?:so|hey|oh|btw|by\s+the\s+way)\W+)*(?:did|have)\s+you\s+(?:hear|heard|know)"
+    r"(?:(?:so|hey|oh|btw|by\s+the\s+way)\W+)*(?:(?:did|have)\s+you\s+(?:hear|heard|know)"
+    r"|(?:did|have)\s+I\s+(?:tell|told|mention|mentioned)(?:\s+(?:you|to\s+you))?)"
     r"\s+(?:that\s+)?(?=[A-Z]|(?:the|my|our)\s)",
     re.I)
 

@@ -141,3 +141,15 @@ def test_a_he_answering_the_turn_before_goes_to_the_person_it_named(
     assert "Ignatius" in stall.statement
     assert (stall.state, stall.subject_peer_id, stall.named_entity) == (
         "held", None, "Ignatius")
+
+
+def test_a_name_no_list_knows_is_typed_by_the_encoder(
+        live_server: Any, keys: Any, committed_world: Any) -> None:
+    # neither name is in the given-name lexicon: the name typer reads the word itself
+    post(live_server, keys.alice, "I heard Isambard won the pub quiz again.",
+         "Did I tell you Brangwen got engaged?", "Pottery's a great way to relax.")
+    for contains, name in (("pub quiz", "Isambard"), ("engaged", "Brangwen")):
+        row = only_row(committed_world, contains)
+        assert (row.state, row.named_entity, row.subject_peer_id) == ("held", name, None)
+    own = only_row(committed_world, "relax")
+    assert own.state == "active" and own.subject_peer.key == "alice" and not own.named_entity

@@ -1,0 +1,65 @@
+"""Is a capitalised word a person's given name? The intake's judge for a name that no
+lexicon lists ("Sam heard Lazarus won the pub quiz": knowledge.ingest.named_persons
+.unlisted_subject finds the word; this says whether it names someone).
+
+A logistic regression over the default encoder's vector of the bare word, trained on
+the given-name lexicon against the encoder vocabulary's other words
+(bench/name_typer_train.py; held-out AUC 0.9995, 99.5% of names at 1% of non-names:
+bench/README.md "Names no list knows"). The weights are plain JSON (name_typer.json),
+never a pickle. They belong to the encoder's vector space: under another embedder the
+typer says no to every word, so nothing is held on a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODEL_PATH = Path(__file__).with_name("name_typer.json")
+FORMAT = "memhouse-name-typer/1"
+
+_lock = threading.Lock()
+_model: dict[str, Any] | None = None
+
+
+def _load() -> dict[str, Any]:
+    global _model
+    with _lock:
+        if _model is None:
+            data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT:
+                raise ValueError(f"{MODEL_PATH}: not a {FORMAT} file")
+            _model = {"weights": np.asarray(data["weights"], dtype=np.float64),
+                      "bias": float(data["bias"]), "threshold": float(data["threshold"]),
+                      "embedder": data["embedder"],
+                      "embedder_version": data["embedder_version"]}
+        return _model
+
+
+def name_score(word: str) -> float | None:
+    """The typer's margin for `word` (above 0: a given name), or None when the configured
+    embedder is not the one the weights were trained on."""
+    return _score(word)
+
+
+@lru_cache(maxsize=4096)
+def _score(word: str) -> float | None:
+    from retrieval.embedding import get_embedder
+
+    model = _load()
+    embedder = get_embedder()
+    identity = embedder.identity
+    if identity.model != model["embedder"] or identity.version != model["embedder_version"]:
+        return None
+    vector = np.asarray(embedder.embed_documents([word])[0], dtype=np.float64)
+    return float(vector @ model["weights"] + model["bias"] - model["threshold"])
+
+
+def is_given_name(word: str) -> bool:
+    score = name_score(word)
+    return score is not None and score > 0.0
