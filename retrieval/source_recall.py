@@ -28,6 +28,7 @@ from memhouse.core.principal import Reader
 from retrieval import engine
 from retrieval.lexical import analyze
 from retrieval.lineage import visible_messages
+from retrieval.strategies.base import vector_literal
 
 
 def exact(reader: Reader, scope_ids: list[Any], query: str, limit: int) -> list[Message]:
@@ -51,7 +52,7 @@ def semantic(reader: Reader, scope_ids: list[Any], query: str, limit: int) -> li
     visible_sql, visible_params = (visible_messages(reader, scope_ids).values("id")
                                    .query.sql_with_params())
     dims = len(vector)
-    literal = "[" + ",".join(f"{x:.7f}" for x in vector) + "]"
+    literal = vector_literal(vector)
     with connection.cursor() as cur:
         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         cur.execute(f"SET LOCAL hnsw.ef_search = {max(40, limit * 4)}")

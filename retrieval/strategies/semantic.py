@@ -56,7 +56,7 @@ DERIVED_EXTRACTORS = ("deduction", "consolidation")
 def _search(ctx: StrategyContext, limit: int) -> list[tuple[str, float]]:
     dims = len(ctx.query_vector or ())
     visible_sql, visible_params = visible_ids_sql(ctx)
-    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    vector = ctx.vector_literal
     sql = (f"SELECT v.knowledge_id::text, (v.embedding::vector({dims})) <=> %s::vector({dims}) "
            f"AS distance FROM memhouse_knowledge_vector v WHERE v.space_id = %s "
            f"AND v.knowledge_id IN ({visible_sql}) ORDER BY distance LIMIT %s")
@@ -71,7 +71,7 @@ def _search_recall(ctx: StrategyContext, limit: int, lane: str) -> list[tuple[st
     watermark is not the statement's current `updated_at` is never served."""
     dims = len(ctx.query_vector or ())
     visible_sql, visible_params = visible_ids_sql(ctx)
-    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    vector = ctx.vector_literal
     sql = (f"SELECT d.knowledge_id::text, (d.embedding::vector({dims})) <=> %s::vector({dims}) "
            f"AS distance FROM memhouse_recall_document d "
            f"JOIN memhouse_knowledge k ON k.id = d.knowledge_id "
@@ -148,7 +148,7 @@ def _ann_messages(ctx: StrategyContext, limit: int, said: Said | None = None
     within it, nearest to the query in its space, nearest first. Scope and time are read
     from the vector's own row (MessageVector.scope, said_at: a message never changes)."""
     dims = len(ctx.query_vector or ())
-    vector = "[" + ",".join(f"{x:.7f}" for x in ctx.query_vector or ()) + "]"
+    vector = ctx.vector_literal
     said_sql, said_params = (f" AND ({said.sql})", said.params) if said else ("", [])
     # The distance is selected once and ordered by: a second expression over the
     # embedding would make a sort (a short window read in time order) carry every

@@ -28,7 +28,7 @@ def require_browser(chromium: str = CHROMIUM, env: Mapping[str, str] = os.enviro
         from playwright.sync_api import sync_playwright
     except ImportError:
         missing.append("the playwright package (pip install -e '.[dev]')")
-        sync_playwright = None
+        sync_playwright = None  # type: ignore[assignment]
     if missing:
         reason = "browser tests need " + " and ".join(missing)
         if env.get("CI", "").strip().lower() in {"1", "true", "yes"}:
