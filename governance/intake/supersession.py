@@ -1190,22 +1190,22 @@ def find_learned_conflict(item: Knowledge, *, names: frozenset[str],
     found nothing; its probability as the confidence (slot "learned"). Reads the
     candidates the rules read (no query of its own unless one scores at or above the
     threshold: then when each was said decides which is newer, as for the rules)."""
-    from governance.intake.update_pairs import best_pair
+    from governance.intake.update_pairs import ranked_pairs
 
     rows = candidates()
-    found = best_pair(item.statement, [c.statement for c in rows], message=message_text,
-                      names=names)
-    if found is None:
-        return None
-    index, probability, reverse = found
-    old = _whole(rows[index])
-    item_at, old_at = said_at(item), said_at(old)
-    if item_at is not None and old_at is not None and (
-            old_at == item_at or (old_at > item_at) != reverse):
-        # one message's claims say no change of each other; and the model read the pair
-        # the other way round from when the two were said
-        return None
-    return Update(old=old, slot="learned", cosine=probability, cue=False)
+    item_at: datetime | None = None
+    for index, probability, reverse in ranked_pairs(
+            item.statement, [c.statement for c in rows], message=message_text, names=names):
+        old = _whole(rows[index])
+        item_at = item_at or said_at(item)
+        old_at = said_at(old)
+        if item_at is not None and old_at is not None and (
+                old_at == item_at or (old_at > item_at) != reverse):
+            # one message's claims say no change of each other; and the model read the
+            # pair the other way round from when the two were said
+            continue
+        return Update(old=old, slot="learned", cosine=probability, cue=False)
+    return None
 
 
 def _told_messages(rows: Sequence[Candidate]) -> set[Any]:

@@ -73,6 +73,7 @@ SCALARS = (
     "told_fresh_name",
     "cue_close",
     "close",
+    "new_repeats_old_name",
 )
 
 _WORD = re.compile(r"[\w'-]+")
@@ -136,6 +137,9 @@ def pair_features(old: str, new: str, message: str, cosine: float,
         float(told and bool(new_named - old_named)),
         float(told or s.has_update_cue(message)) * cosine,
         float(cosine >= 0.5),
+        # the new claim goes on about the older one's thing ("the Acme office got a new
+        # coffee machine" after "works at Acme") rather than naming another
+        float(bool(old_named & new_named) and not new_named - old_named),
     ]
 
 
@@ -244,10 +248,19 @@ def default() -> PairClassifier:
 def best_pair(statement: str, olds: Sequence[str], *, message: str = "",
               names: frozenset[str] = frozenset(), model: PairClassifier | None = None,
               limit: int = 30) -> tuple[int, float, bool] | None:
-    """The candidate among the `limit` most recent `olds` (newest first) that the model
-    says `statement` replaces, or that replaces `statement` (an older claim arriving late:
+    """The best of `ranked_pairs`, or None."""
+    found = ranked_pairs(statement, olds, message=message, names=names, model=model,
+                         limit=limit)
+    return found[0] if found else None
+
+
+def ranked_pairs(statement: str, olds: Sequence[str], *, message: str = "",
+                 names: frozenset[str] = frozenset(), model: PairClassifier | None = None,
+                 limit: int = 30) -> list[tuple[int, float, bool]]:
+    """The candidates among the `limit` most recent `olds` (newest first) that the model
+    says `statement` replaces, or that replace `statement` (an older claim arriving late:
     the stored one then reads as the newer, its own text as its message), as (index,
-    probability, reversed); None below the threshold.
+    probability, reversed), at or above the threshold, best first.
 
     The vectors come from the embedder's document cache (the rules and the later
     embedding job encode the same texts)."""
@@ -256,16 +269,16 @@ def best_pair(statement: str, olds: Sequence[str], *, message: str = "",
     model = model or default()
     olds = list(olds[:limit])
     if not olds:
-        return None
+        return []
     vectors = get_embedder().embed_documents([statement, *olds])
     head = vectors[0]
-    best: tuple[int, float, bool] | None = None
+    found: list[tuple[int, float, bool]] = []
     for index, (old, vec) in enumerate(zip(olds, vectors[1:], strict=True)):
         if not eligible(old, statement, names):
             continue
         for reverse in (False, True):
             p = model.score(statement, old, old, head, vec, names) if reverse else \
                 model.score(old, statement, message, vec, head, names)
-            if p >= model.threshold and (best is None or p > best[1]):
-                best = (index, round(p, 4), reverse)
-    return best
+            if p >= model.threshold:
+                found.append((index, round(p, 4), reverse))
+    return sorted(found, key=lambda hit: -hit[1])
