@@ -166,10 +166,23 @@ def holds_something(features: Sequence[float]) -> bool:
 
 
 def eligible(old: str, new: str, names: frozenset[str] = frozenset()) -> bool:
-    """May the model read this pair at all? Not when a shared slot has two holders."""
+    """May the model read this pair at all? The same holder only (as the rules): not when
+    a shared slot has two holders, nor when one claim states only another holder's slots
+    ("Sandra's manager is Victor") and the other one the subject's own ("Priya's team
+    lead is Sandra")."""
     from governance.intake.supersession import slot_values
 
-    return not holder_clash(slot_values(old, names), slot_values(new, names))
+    a, b = slot_values(old, names), slot_values(new, names)
+    if holder_clash(a, b):
+        return False
+
+    def others(slots: dict[str, tuple[str, tuple[str, ...] | None]]) -> bool:
+        return bool(slots) and all(h for _, h in slots.values())
+
+    def own(slots: dict[str, tuple[str, tuple[str, ...] | None]]) -> bool:
+        return any(not h for _, h in slots.values())
+
+    return not (others(b) and own(a)) and not (others(a) and own(b))
 
 
 def vector_features(u: Sequence[float], v: Sequence[float], projection: np.ndarray,
