@@ -23,21 +23,28 @@ Nair", as bench/update_rule.py reads its pairs) so that names do not tell pairs 
   closest CLOSE_PER_CLAIM by cosine and RANDOM_PER_CLAIM others for training.
   Conversations state few real changes, so these are mostly compatible pairs.
 
+Only the pairs the model reads at intake become rows (update_pairs.eligible and
+holds_something, the same gates as inference).
+
 Style confound (fixtures short, LoCoMo long): the featuriser has no length or style
 feature (ratios, flags and the vectors only); the fixture negatives (update=false and
 cross pairs) are in the fixtures' own style, so "short" alone cannot mean "update"; and
 the report gives the false-alarm rate on fixture negatives apart from LoCoMo's.
 
 Cross-validation: fold k holds out fixture file k and LoCoMo conversation k (7 files, 5
-conversations: folds 5 and 6 hold out a file only); the vector projection (PCA) and the
-scaler are fitted inside each fold. Pair-level figures read a message pair as intake
-would: detected when some (old claim, new claim) pair in either direction (an older
-claim arriving late) scores at or above the threshold. LoCoMo: the share of gated claims
+conversations: folds 5 and 6 hold out a file only); the vector projections (PCA) and the
+scaler are fitted inside each fold. Variants (--variants) differ in the PCA directions of
+u*v | |u-v| and of the older claim's vector, C and LoCoMo's weight; the one shipped is the
+best out-of-fold recall with the rules (ties: the model's own recall). Pair-level
+figures read a message pair as intake would: detected when some (old claim, new claim)
+pair scores at or above the threshold (the late claim against the stored newer one for a
+late arrival). LoCoMo: the share of gated claims
 for which some candidate scores at or above it (a contradicts relation written), out of
 fold.
 
 Threshold: the lowest on a grid that keeps, out of fold, LoCoMo claims marked <=
---max-locomo (0.5%) and fixture negative pairs marked <= --max-fixture-fa (5%).
+--max-locomo (0.5%) and fixture negative pairs (update=false) marked <= --max-fixture-fa
+(5%), the two out of fold.
 """
 
 from __future__ import annotations

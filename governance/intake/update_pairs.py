@@ -20,6 +20,11 @@ and the rules' own signals (update cue, a change told, something given up, a sha
 attribute...). No length or style features: the negatives include long LoCoMo turns and
 the positives short fixture lines, and a model reading length would learn that.
 
+Two hard gates come before the model: the same holder only (`eligible`, as the rules'
+holder checks), and an older claim that holds something to replace (`holds_something`).
+Only the STRONG_CUE_RECENT newest candidates are read, and only for claims intake hands
+the update rules at all (pipeline: is_candidate / may_conflict / change_told).
+
 The weights are plain JSON (update_pairs_model.json next to this file, never a pickle),
 written by bench/update_pairs_train.py, which cross-validates them by fixture file and by
 LoCoMo conversation and picks the threshold there.
@@ -30,7 +35,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +80,6 @@ SCALARS = (
     "new_repeats_old_name",
 )
 
-_WORD = re.compile(r"[\w'-]+")
 
 
 def _stems(text: str, names: frozenset[str]) -> set[str]:
@@ -161,17 +164,20 @@ _HOLDS = ("old_has_name", "old_slot", "shares_attribute", "old_names_in_message"
           "old_words_in_claim")
 
 
-def holds_something(features: Sequence[float]) -> bool:
+def holds_something(features: Sequence[float] | np.ndarray) -> bool:
     return any(features[SCALARS.index(name)] > 0 for name in _HOLDS)
 
 
 def eligible(old: str, new: str, names: frozenset[str] = frozenset()) -> bool:
-    """May the model read this pair at all? The same holder only (as the rules): not when
+    """May the model read this pair at all? Not a restatement (neither says a content
+    word the other does not); the same holder only (as the rules): not when
     a shared slot has two holders, nor when one claim states only another holder's slots
     ("Sandra's manager is Victor") and the other one the subject's own ("Priya's team
     lead is Sandra")."""
-    from governance.intake.supersession import slot_values
+    from governance.intake.supersession import _says_more, slot_values
 
+    if not _says_more(new, old, names) and not _says_more(old, new, names):
+        return False  # a restatement ("John is married." twice) replaces nothing
     a, b = slot_values(old, names), slot_values(new, names)
     if holder_clash(a, b):
         return False
