@@ -407,8 +407,13 @@ def main(argv: list[str] | None = None) -> int:
             marked = int((oof[sel] >= t).sum())
             per_conv.append({"claims": len(sel), "marked": marked,
                              "per_1000": round(1000 * marked / max(len(sel), 1), 2)})
+        from sklearn.metrics import roc_auc_score
+
         variants[spec] = {"dims": dims, "udims": udims, "c": c, "locomo_weight": lw,
-                          "chosen": chosen, "per_file": per_file, "per_conversation": per_conv,
+                          "chosen": chosen,
+                          # within the fixtures' own style: updates vs compatible pairs
+                          "fixture_auc": round(float(roc_auc_score(ups, oof_pairs)), 4),
+                          "per_file": per_file, "per_conversation": per_conv,
                           "table": [r for r in table if r["threshold"] >= 0.5],
                           "oof_pairs": oof_pairs.tolist()}
         print(spec, chosen, {f: (v["rules"], v["with_rules"], v["updates"])

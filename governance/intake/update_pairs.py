@@ -82,13 +82,26 @@ SCALARS = (
 
 
 
-def _stems(text: str, names: frozenset[str]) -> set[str]:
+@functools.lru_cache(maxsize=8192)  # each text is read against up to 30 others
+def _words(text: str, names: frozenset[str]) -> frozenset[str]:
+    return frozenset(content_words(claim_body(text), names=names))
+
+
+@functools.lru_cache(maxsize=8192)
+def _stems(text: str, names: frozenset[str]) -> frozenset[str]:
     from governance.intake.supersession import _stem
 
-    return {_stem(w) for w in content_words(claim_body(text), names=names)}
+    return frozenset(_stem(w) for w in _words(text, names))
 
 
-def _share(part: set[str], whole: set[str]) -> float:
+@functools.lru_cache(maxsize=8192)
+def _cue(text: str) -> bool:
+    from governance.intake.supersession import has_update_cue
+
+    return has_update_cue(text)
+
+
+def _share(part: frozenset[str], whole: frozenset[str]) -> float:
     return len(part & whole) / len(part) if part else 0.0
 
 
@@ -113,7 +126,7 @@ def pair_features(old: str, new: str, message: str, cosine: float,
         _share(old_stems, new_stems),
         float(bool(new_named - old_named)),
         _share(new_stems, new_stems - old_stems),
-        float(s.has_update_cue(new) or s.has_update_cue(message)),
+        float(_cue(new) or _cue(message)),
         float(told),
         float(bool(s.STRONG_CUES.search(msg_body))),
         float(any(s._names_thing(old, thing, names) for thing in s.abandoned_things(msg_body))),
@@ -138,7 +151,7 @@ def pair_features(old: str, new: str, message: str, cosine: float,
         # Tesco. Driving for Ocado now"
         float(any(k in msg_low for k in old_named) and bool(new_named - old_named)),
         float(told and bool(new_named - old_named)),
-        float(told or s.has_update_cue(message)) * cosine,
+        float(told or _cue(message)) * cosine,
         float(cosine >= 0.5),
         # the new claim goes on about the older one's thing ("the Acme office got a new
         # coffee machine" after "works at Acme") rather than naming another
@@ -174,9 +187,10 @@ def eligible(old: str, new: str, names: frozenset[str] = frozenset()) -> bool:
     a shared slot has two holders, nor when one claim states only another holder's slots
     ("Sandra's manager is Victor") and the other one the subject's own ("Priya's team
     lead is Sandra")."""
-    from governance.intake.supersession import _says_more, slot_values
+    from governance.intake.supersession import slot_values
 
-    if not _says_more(new, old, names) and not _says_more(old, new, names):
+    a_words, b_words = _words(old, names), _words(new, names)
+    if not b_words - a_words and not a_words - b_words:
         return False  # a restatement ("John is married." twice) replaces nothing
     a, b = slot_values(old, names), slot_values(new, names)
     if holder_clash(a, b):
@@ -191,7 +205,8 @@ def eligible(old: str, new: str, names: frozenset[str] = frozenset()) -> bool:
     return not (others(b) and own(a)) and not (others(a) and own(b))
 
 
-def vector_features(u: Sequence[float], v: Sequence[float], projection: np.ndarray,
+def vector_features(u: Sequence[float] | np.ndarray, v: Sequence[float] | np.ndarray,
+                    projection: np.ndarray,
                     old_projection: np.ndarray) -> np.ndarray:
     """u*v and |u-v| of the two unit vectors (u the older claim's), and u itself, each
     projected to a few directions (fitted with the weights; none when empty)."""
@@ -242,9 +257,10 @@ class PairClassifier:
 
     def row(self, old: str, new: str, message: str, u: Sequence[float], v: Sequence[float],
             names: frozenset[str] = frozenset()) -> np.ndarray:
-        cosine = float(np.dot(np.asarray(u, dtype=np.float64), np.asarray(v, dtype=np.float64)))
+        a, b = np.asarray(u, dtype=np.float64), np.asarray(v, dtype=np.float64)
+        cosine = float(np.dot(a, b))
         return np.concatenate([pair_features(old, new, message, cosine, names),
-                               vector_features(u, v, self.projection, self.old_projection)])
+                               vector_features(a, b, self.projection, self.old_projection)])
 
     def probability(self, x: np.ndarray) -> float:
         z = float(((x - self.mean) / self.scale) @ self.weights) + self.bias
@@ -289,7 +305,7 @@ def ranked_pairs(statement: str, olds: Sequence[str], *, message: str = "",
     olds = list(olds[:limit])
     if not olds:
         return []
-    vectors = get_embedder().embed_documents([statement, *olds])
+    vectors = np.asarray(get_embedder().embed_documents([statement, *olds]), dtype=np.float64)
     head = vectors[0]
     found: list[tuple[int, float, bool]] = []
     for index, (old, vec) in enumerate(zip(olds, vectors[1:], strict=True)):
