@@ -16,7 +16,16 @@ Keys of --out: recall / false_alarm_rate / precision overall and per half (a, b)
 superseded_or_marked (a pair the rule did not supersede but links as a contradiction that
 reads mark `possibly_outdated`, `best_conflict`) with its false-alarm rate; missed and
 false_alarm pair lists with the statements; locomo (claims, fired, per_1000 claims,
-examples; conflicts, conflicts_per_1000_claims, conflict_examples).
+examples; conflicts, conflicts_per_1000_claims, conflict_examples; learned,
+learned_per_1000_claims, learned_examples).
+
+The learned pair model (governance.intake.update_pairs) then reads what the rules leave,
+as intake does: learned_extra (update pairs it marks), learned_false_alarms (update=false
+pairs it marks), with_learned (superseded, or marked by the rules or the model) per half;
+on LoCoMo `learned` counts the claims it would link to an earlier claim of the speaker
+(same-message claims left out). The shipped model was trained on these pairs: these
+figures are in-sample; bench/update_pairs_train.py's leave-one-file-out figures are the
+honest ones.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ def _claims(extractor: Any, text: str, when: datetime, speaker: dict[str, str],
 
 def run_pairs(data: dict[str, Any]) -> dict[str, Any]:
     from governance.intake.supersession import best_conflict, best_update
+    from governance.intake.update_pairs import ranked_pairs
     from knowledge.ingest.rule_extractor import RuleBasedExtractor
 
     extractor = RuleBasedExtractor()
@@ -79,10 +89,23 @@ def run_pairs(data: dict[str, Any]) -> dict[str, Any]:
             if clash is not None and conflict is None:
                 conflict = {"new": new.statement, "old": same[clash[0]].statement,
                             "slot": clash[1], "cosine": clash[2]}
+        learned = None
+        if picked is None and conflict is None:
+            # The rules settle nothing: the learned pair model (a contradiction at most).
+            for new in news:
+                same = [o for o in olds if o.subject_peer_key == new.subject_peer_key]
+                hits = [h for h in ranked_pairs(new.statement, [o.statement for o in same],
+                                                message=pair["new"], names=names)
+                        if not h[2]]  # read as said: the newer message is the newer
+                if hits:
+                    learned = {"new": new.statement, "old": same[hits[0][0]].statement,
+                               "probability": hits[0][1]}
+                    break
         results.append({"id": pair["id"], "half": pair["half"], "update": pair["update"],
                         "detected": picked is not None, "picked": picked,
                         # Not sure it is an update, but read time marks the old claim.
                         "contradiction": conflict if picked is None else None,
+                        "learned": learned,
                         "old_claims": [o.statement for o in olds],
                         "new_claims": [n.statement for n in news]})
     return {"results": results}
@@ -95,6 +118,8 @@ def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
     fp = sum(r["detected"] for r in nons)
     marked = sum(r["detected"] or bool(r.get("contradiction")) for r in ups)
     marked_fp = sum(r["detected"] or bool(r.get("contradiction")) for r in nons)
+    extra = sum(bool(r.get("learned")) for r in ups)
+    extra_fp = sum(bool(r.get("learned")) for r in nons)
     return {"updates": len(ups), "non_updates": len(nons),
             "recall": round(tp / len(ups), 4) if ups else None,
             "false_alarm_rate": round(fp / len(nons), 4) if nons else None,
@@ -102,12 +127,27 @@ def _rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
             # superseded or marked possibly_outdated at read time (a contradicts relation)
             "superseded_or_marked": round(marked / len(ups), 4) if ups else None,
             "superseded_or_marked_false_alarm_rate":
-                round(marked_fp / len(nons), 4) if nons else None}
+                round(marked_fp / len(nons), 4) if nons else None,
+            # the learned pair model on the pairs the rules leave (update_pairs.py)
+            "learned_extra": extra, "learned_false_alarms": extra_fp,
+            "with_learned": round((marked + extra) / len(ups), 4) if ups else None,
+            "with_learned_false_alarm_rate":
+                round((marked_fp + extra_fp) / len(nons), 4) if nons else None}
 
 
 def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
     """Each speaker's claims against that speaker's earlier claims, in order."""
-    from governance.intake.supersession import best_conflict, best_update
+    from governance.intake.supersession import (
+        best_conflict,
+        best_update,
+        change_told,
+        is_candidate,
+        may_conflict,
+    )
+    from governance.intake.update_pairs import ranked_pairs
+
+    learned = 0
+    learned_examples: list[dict[str, Any]] = []
     from knowledge.ingest.rule_extractor import RuleBasedExtractor
 
     extractor = RuleBasedExtractor()
@@ -123,11 +163,14 @@ def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
         peers = {p.lower(): p.lower() for p in people}
         names = frozenset(w.lower() for p in people for w in p.split())
         history: dict[str | None, list[str]] = {}
+        said: dict[str | None, list[int]] = {}  # the turn each history claim came from
+        turn_no = 0
         n = 1
         while f"session_{n}" in c:
             when = datetime.strptime(c[f"session_{n}_date_time"] + " +0000",
                                      "%I:%M %p on %d %B, %Y %z")
             for turn in c[f"session_{n}"]:
+                turn_no += 1
                 speaker = {"key": turn["speaker"].lower(), "name": turn["speaker"]}
                 # the other speaker, as intake's conversation_addressee finds them
                 other = next((p.lower() for p in people if p.lower() != speaker["key"]), None)
@@ -154,13 +197,33 @@ def run_locomo(path: str, limit: int | None) -> dict[str, Any]:
                                                           "old": recent[clash[0]],
                                                           "slot": clash[1],
                                                           "cosine": clash[2]})
+                        elif is_candidate(claim.statement) or may_conflict(
+                                claim.statement, names) or change_told(turn["text"]):
+                            # What intake hands the learned model: the rules settled
+                            # nothing; claims of the same message are never paired.
+                            turns = list(reversed(said.get(claim.subject_peer_key, [])[-200:]))
+                            earlier = [o for o, t in zip(recent, turns, strict=True)
+                                       if t != turn_no]
+                            hits = [h for h in ranked_pairs(claim.statement, earlier,
+                                                            message=turn["text"], names=names)
+                                    if not h[2]]
+                            if hits:
+                                learned += 1
+                                if len(learned_examples) < 40:
+                                    learned_examples.append({
+                                        "new": claim.statement, "old": earlier[hits[0][0]],
+                                        "message": turn["text"], "probability": hits[0][1]})
                     olds.append(claim.statement)
+                    said.setdefault(claim.subject_peer_key, []).append(turn_no)
             n += 1
     return {"claims": total, "fired": fired,
             "per_1000_claims": round(1000 * fired / total, 2) if total else None,
             "examples": examples, "conflicts": conflicts,
             "conflicts_per_1000_claims": round(1000 * conflicts / total, 2) if total else None,
-            "conflict_examples": conflict_examples}
+            "conflict_examples": conflict_examples,
+            "learned": learned,
+            "learned_per_1000_claims": round(1000 * learned / total, 2) if total else None,
+            "learned_examples": learned_examples}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,16 +241,21 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {
         "benchmark": "update_rule", "dataset": args.dataset,
         "overall": _rates(rows),
-        "by_half": {h: _rates([r for r in rows if r["half"] == h]) for h in ("a", "b")},
+        "by_half": {h: _rates([r for r in rows if r["half"] == h])
+                    for h in sorted({r["half"] for r in rows})},
         "missed": [r for r in rows if r["update"] and not r["detected"]],
         "false_alarms": [r for r in rows if not r["update"] and r["detected"]],
+        # what the learned model marked that the rules left (update or not)
+        "learned": [{"id": r["id"], "update": r["update"], **r["learned"]}
+                    for r in rows if r.get("learned")],
     }
     if args.locomo:
         out["locomo"] = run_locomo(args.locomo, args.locomo_limit)
     out["elapsed_seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps({k: out[k] for k in ("overall", "by_half")}, indent=1))
     if "locomo" in out:
-        print("locomo:", {k: v for k, v in out["locomo"].items() if k != "examples"})
+        print("locomo:", {k: v for k, v in out["locomo"].items()
+                          if not k.endswith("examples")})
     if args.verbose:
         for r in out["missed"]:
             print("MISS", r["id"], r["half"], r["old_claims"], "->", r["new_claims"])

@@ -233,6 +233,8 @@ REASON_SENTENCES: dict[str, str] = {
     "f4_update_contradicted": "A newer claim from someone else contradicts it.",
     "f4_update_uncertain": "A newer claim may replace it; its subject (or, for shared "
                            "facts, a curator) decides.",
+    "f4_update_learned": "A newer claim may replace it (a learned reading, not a rule); its "
+                         "subject (or, for shared facts, a curator) decides.",
 }
 
 

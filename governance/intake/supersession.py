@@ -1182,6 +1182,32 @@ def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
     return Update(old=old, slot=slot, cosine=cosine, cue=False)
 
 
+def find_learned_conflict(item: Knowledge, *, names: frozenset[str],
+                          candidates: Callable[[], list[Candidate]],
+                          message_text: str = "") -> Update | None:
+    """The current row the learned pair model (governance.intake.update_pairs) says
+    `item` replaces, or that replaces `item` (an older claim arriving late), when the rules
+    found nothing; its probability as the confidence (slot "learned"). Reads the
+    candidates the rules read (no query of its own unless one scores at or above the
+    threshold: then when each was said decides which is newer, as for the rules)."""
+    from governance.intake.update_pairs import ranked_pairs
+
+    rows = candidates()
+    item_at: datetime | None = None
+    for index, probability, reverse in ranked_pairs(
+            item.statement, [c.statement for c in rows], message=message_text, names=names):
+        old = _whole(rows[index])
+        item_at = item_at or said_at(item)
+        old_at = said_at(old)
+        if item_at is not None and old_at is not None and (
+                old_at == item_at or (old_at > item_at) != reverse):
+            # one message's claims say no change of each other; and the model read the
+            # pair the other way round from when the two were said
+            continue
+        return Update(old=old, slot="learned", cosine=probability, cue=False)
+    return None
+
+
 def _told_messages(rows: Sequence[Candidate]) -> set[Any]:
     """The ids of `rows` drawn from a message that tells a change (change_told)."""
     from knowledge.models import KnowledgeSource
@@ -1292,12 +1318,18 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
     if update is None:
         conflict = find_conflict(item, names=names, recent=recent, candidates=candidates,
                                  message_text=message_text)
+        reason = "f4_update_uncertain"
+        if conflict is None:
+            # The rules know no wording for it: the learned pair model may (a
+            # contradiction at most, never a supersession).
+            conflict = find_learned_conflict(item, names=names, candidates=candidates,
+                                             message_text=message_text)
+            reason = "f4_update_learned"
         if conflict is None:
             return None
         if before_write is not None:
             before_write()
-        record_contradiction(item, conflict.old, confidence=conflict.cosine,
-                             reason="f4_update_uncertain")
+        record_contradiction(item, conflict.old, confidence=conflict.cosine, reason=reason)
         return "contradiction"
     if before_write is not None:
         before_write()
