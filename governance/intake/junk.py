@@ -383,6 +383,10 @@ def junk_reason(*, statement: str, excerpt: str, message_text: str,
     return None
 
 
+# Evidence spans shorter than this are judged by their whole message (learned_reason).
+SHORT_SPAN_WORDS = 3
+
+
 def learned_reason(*, statement: str, excerpt: str, message_text: str,
                    model: JunkClassifier | None = None) -> str | None:
     """The learned model's reason to refuse a claim drawn from a message, or None.
@@ -400,7 +404,12 @@ def learned_reason(*, statement: str, excerpt: str, message_text: str,
 
     judge = model.refuses if model is not None else junk_classifier.machine_output
     said = excerpt or claim_body(statement)
-    if said.strip() and judge(said):
+    if len(said.split()) < SHORT_SPAN_WORDS:
+        # two words say too little to tell a log line from a person ("Cancelled PureGym"
+        # scored 0.94 cut from "Cancelled PureGym. I've joined the climbing wall at The
+        # Arch instead.", which scores 0.0): the message they were cut from is judged
+        return CLASSIFIER if judge(message_text) else None
+    if judge(said):
         return CLASSIFIER
     if (message_text.strip() != said.strip() and not _FIRST_PERSON.search(said)
             and judge(message_text)):

@@ -327,3 +327,16 @@ def test_what_the_user_said_themself_stays_theirs_when_the_agent_repeats_it(live
 
     with account_context(ops.account.id):
         assert current[0].sources.count() == 2
+
+
+def test_a_two_word_span_is_judged_by_its_message() -> None:
+    from governance.intake.junk import learned_reason
+
+    # alone, "Cancelled PureGym" reads as a status line (0.94); cut from a person's
+    # update it is a person's words, and a fragment of a core dump stays machine output
+    said = "Cancelled PureGym. I've joined the climbing wall at The Arch instead."
+    assert learned_reason(statement="Hal cancelled PureGym.", excerpt="Cancelled PureGym",
+                          message_text=said) is None
+    dump = "Segmentation fault (core dumped)\n[1]    4411 exit 139     ./a.out"
+    assert learned_reason(statement="Ops said: segmentation fault.",
+                          excerpt="Segmentation fault", message_text=dump) is not None
