@@ -503,6 +503,16 @@ Cheers Again Also Still Today Tonight Tomorrow Yesterday Everything Nothing Some
 Anything Life People Guys Folks Mum Mom Dad""")
 
 
+# What a shop, a brand or an employer does (the typer reads a name's word alone, and a
+# brand's word looks like a name: "Lidl", "Ocado", "Monzo" pass it).
+_TRADE = tuple(f"{verb} " for verb in (
+    "opened", "opens", "closed", "closes", "shut", "shuts", "sells", "sold", "stocks",
+    "delivers", "delivered", "charges", "charged", "launched", "launches", "released",
+    "releases", "announced", "announces", "ships", "shipped", "sent", "sends", "emailed",
+    "emails", "is hiring", "are hiring", "raised", "put up", "cut", "went bust",
+    "has a sale", "is closing", "is opening", "is offering", "offers", "refunded"))
+
+
 def unlisted_subject(statement: str, *, speaker_names: list[str]) -> str | None:
     """A one-word capitalised subject that no lexicon knows, of the statement or of the
     clause it reports ("Sam heard Lazarus won the pub quiz", "Sam said Jago's band is
@@ -530,6 +540,8 @@ def unlisted_subject(statement: str, *, speaker_names: list[str]) -> str | None:
     after = _predicate(after)
     if not after or after[0].lower().strip(",.:;") in _NOT_VERBS:
         return None
+    if " ".join(after[:3]).lower().startswith(_TRADE):
+        return None  # "Lidl opened round the corner": what a shop does, whatever its name
     return name if _finite(after) else None
 
 

@@ -39,3 +39,11 @@ def test_a_name_is_told_from_a_word(word: str, name: bool) -> None:
 def test_the_unlisted_subject_is_the_one_before_a_verb(statement: str,
                                                       expected: str | None) -> None:
     assert unlisted_subject(statement, speaker_names=["Sam", "sam"]) == expected
+
+
+def test_what_a_shop_does_is_no_sign_of_a_person() -> None:
+    # a brand's word passes the typer ("Lidl"), so its trade verbs keep it off the path
+    assert unlisted_subject("Sam said Lidl opened round the corner.",
+                            speaker_names=["Sam", "sam"]) is None
+    assert unlisted_subject("Sam said Monzo sent a new card.",
+                            speaker_names=["Sam", "sam"]) is None
