@@ -422,7 +422,8 @@ def named_person(statement: str, *, speaker_names: list[str],
     relay = (rf"(?:(?:(?:{speaker})'s |(?i:my|our) )?(?i:{PERSON_NOUNS}|{TITLES})|{_NAME})"
              rf" (?:says|said|told (?:{speaker}|me|us)|reckons|thinks|heard|mentioned"
              rf"|texted|wrote)(?: that)?,? ")
-    lead = rf"(?:(?:{speaker}) {_REPORT} )?(?:{relay})?"
+    # ... or naming who it came from first ("According to my mum, Auntie Winifred...")
+    lead = rf"(?:(?:{speaker}) {_REPORT} )?(?:(?i:according to) [^,]{{1,40}}, )?(?:{relay})?"
     candidates: list[tuple[re.Match[str], bool]] = []  # (match, introduced by a person noun)
     # "Sam's sister Jordan ...", "Sam said Sam's coworker Dmitri ...", "Sam's friend from
     # college, Dmitri, ..."
@@ -535,14 +536,26 @@ def unlisted_subject(statement: str, *, speaker_names: list[str]) -> str | None:
         # name too, which named_person leaves when the thing is no person
         return name if len(after) > 2 and after[1][:1].islower() and _finite(
             _predicate(after[2:])) else None
-    if name in given_names():
+    pair = len(after) > 2 and after[0] == "and" and re.fullmatch(
+        _NAME, after[1].strip(",")) is not None and after[1].lower() not in own
+    if name in given_names() and not pair:
         return None  # named_person has judged it
+    if pair:
+        after = after[2:]  # "Clementine and Hugo bought a house": two others
     after = _predicate(after)
     if not after or after[0].lower().strip(",.:;") in _NOT_VERBS:
         return None
     if " ".join(after[:3]).lower().startswith(_TRADE):
         return None  # "Lidl opened round the corner": what a shop does, whatever its name
-    return name if _finite(after) else None
+    return name if _finite(after) or _present_tense(after[0]) else None
+
+
+def _present_tense(word: str) -> bool:
+    """A verb's third-person -s after a name ("Ottoline never replies", "Ines snores"):
+    after a name a plural noun is rare, a possessive has its apostrophe."""
+    low = word.lower().strip(",.:;!?")
+    return (len(low) > 3 and low.isalpha() and low.endswith("s")
+            and not low.endswith(("ss", "us", "is", "ous")))
 
 
 # A claim whose subject is "he"/"she" left as said ("Sam said he's running a cheese

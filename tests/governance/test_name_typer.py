@@ -35,6 +35,9 @@ def test_a_name_is_told_from_a_word(word: str, name: bool) -> None:
     ("Sam said Anyone can do it.", None),
     ("Sam said Isambard and Sam went to the zoo.", None),  # the speaker is a subject too
     ("Sam said Paris is lovely in spring.", None),  # a place the lexicon knows
+    ("Sam said: Isambard never replies to messages.", "Isambard"),  # a present -s verb
+    ("Sam said Isambard and Brangwen bought a house.", "Isambard"),  # two others
+    ("Sam said Isambard and Sam went to the zoo.", None),
 ])
 def test_the_unlisted_subject_is_the_one_before_a_verb(statement: str,
                                                       expected: str | None) -> None:
@@ -47,3 +50,11 @@ def test_what_a_shop_does_is_no_sign_of_a_person() -> None:
                             speaker_names=["Sam", "sam"]) is None
     assert unlisted_subject("Sam said Monzo sent a new card.",
                             speaker_names=["Sam", "sam"]) is None
+
+
+def test_news_said_to_come_from_someone_else_is_about_who_it_names() -> None:
+    from knowledge.ingest.named_persons import named_person
+
+    found = named_person("According to Sam's mum, Auntie Winifred has dementia.",
+                         speaker_names=["Sam", "sam"])
+    assert found is not None and found.name == "Winifred"
