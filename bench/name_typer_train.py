@@ -19,7 +19,8 @@ pickle.
     .venv/bin/python bench/name_typer_train.py --out bench/results/name_typer.json
 
 Keys of --out: counts, folds (auc, recall at the threshold, fpr per fold), threshold,
-auc, recall, fpr (pooled over the folds), examples (held-out names missed, non-names
+auc, recall, fpr (pooled over the folds), by_margin (recall and fpr at the threshold plus
+0-2), examples (held-out names missed, non-names
 passed), config.
 """
 
@@ -109,6 +110,10 @@ def main() -> int:
         "threshold": round(threshold, 4),
         "recall": round(float(passed[y == 1].mean()), 4),
         "fpr": round(float(passed[y == 0].mean()), 4),
+        # name_typer.MARGIN: the intake asks for this much above the threshold
+        "by_margin": {str(m): {"recall": round(float((scores[y == 1] > threshold + m).mean()), 4),
+                               "fpr": round(float((scores[y == 0] > threshold + m).mean()), 4)}
+                      for m in (0.0, 0.5, 1.0, 1.5, 2.0)},
         "examples": {
             "names_missed": [w for w, s, t in zip(words, scores, y, strict=True)
                              if t == 1 and s <= threshold][:40],
