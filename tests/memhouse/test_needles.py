@@ -69,12 +69,12 @@ def _corpus() -> list[str]:
 @pytest.mark.django_db
 def test_gated_intake_patterns_never_rule_out_a_text_they_match():
     from governance.intake import junk, supersession
-    from knowledge.ingest import sensitivity
+    from knowledge.ingest import dates, sensitivity
 
     patterns = [frame for frames in supersession.SINGLE_SLOTS.values() for frame in frames]
     patterns += list(junk._NEEDLES)
     patterns += [sensitivity._RESTRICTED_I, sensitivity._PERSONAL,
-                 sensitivity._PERSONAL_PHRASES]
+                 sensitivity._PERSONAL_PHRASES, dates._REL]
     texts = _corpus()
     assert len(texts) > 5000
     ruled_out = 0
