@@ -76,7 +76,10 @@ def _item(op: Any, arg: Any) -> Needles:
 def needles(pattern: re.Pattern[str]) -> Needles:
     """Lower-cased ASCII strings one of which every match of `pattern` contains, or None
     when the pattern requires no literal (then every text may match)."""
-    found = _sequence(P.parse(pattern.pattern, pattern.flags))
+    try:
+        found = _sequence(P.parse(pattern.pattern, pattern.flags))
+    except Exception:  # re's parser is private: a Python that changes it gets no needles
+        return None
     if found is None or "" in found:
         return None
     return found
