@@ -83,6 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="--processes: seconds one run (and the reference) may take before "
                          "the bench stops its workers and fails")
+    ap.add_argument("--worker-pool", choices=("prefork", "threads"), default="prefork",
+                    help="--processes: each worker's pool (prefork: one pool process; "
+                         "threads: the tasks run on threads of the worker process, so the "
+                         "encoder of one batch, which releases the GIL, overlaps the "
+                         "Python of another)")
+    ap.add_argument("--worker-concurrency", type=int, default=1,
+                    help="--processes: each worker's --concurrency (pool processes or "
+                         "threads)")
     ap.add_argument("--worker-logs", default=None,
                     help="--processes: directory for the workers' logs (default: a new "
                          "temporary directory, named in the output)")

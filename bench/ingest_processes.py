@@ -90,13 +90,12 @@ class WorkerGroup:
     workers: list[Worker] = field(default_factory=list)
 
     def start_one(self, name: str, *, env: dict[str, str], queues: list[str],
-                  log_dir: Path) -> Worker:
+                  log_dir: Path, pool: str = "prefork", concurrency: int = 1) -> Worker:
         log_path = log_dir / f"{name}.log"
         with open(log_path, "wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "memhouse", "worker",
-                 "-I", "bench.worker_probe", "-Q", ",".join(queues),
-                 "--concurrency", "1", "-n", f"{name}@%h", "-l", "info"],
+                [*worker_command(queues, pool=pool, concurrency=concurrency),
+                 "-n", f"{name}@%h", "-l", "info"],
                 cwd=common.REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent)
@@ -137,6 +136,12 @@ class WorkerGroup:
                 w.proc.wait(timeout=5)
         self.workers = []
         return killed
+
+
+def worker_command(queues: list[str], *, pool: str, concurrency: int) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "memhouse", "worker",
+            "-I", "bench.worker_probe", "-Q", ",".join(queues),
+            "--pool", pool, "--concurrency", str(concurrency)]
 
 
 def worker_env(*, dbname: str, broker_url: str, threads: int | None) -> dict[str, str]:
@@ -508,13 +513,15 @@ def _one_run(n: int, args: argparse.Namespace, *, template: str, client: Any,
     try:
         t_start = time.monotonic()
         env = worker_env(dbname=dbname, broker_url=args.broker_url, threads=args.torch_threads)
+        env["MEMHOUSE_BENCH_WORKER_POOL"] = args.worker_pool  # bench/worker_probe.py
         queues = consumed_queues()
         # One after the other, each once the one before is warm (its pool process has
         # loaded the model, so it is past start-up): every process bootstraps the embedded
         # server on start (memhouse.core.embedded_db._bootstrap, as superuser), and four
         # at once can fail there with "tuple concurrently updated".
         for i in range(n):
-            group.start_one(f"bench-n{n}-{i + 1}", env=env, queues=queues, log_dir=log_dir)
+            group.start_one(f"bench-n{n}-{i + 1}", env=env, queues=queues, log_dir=log_dir,
+                            pool=args.worker_pool, concurrency=args.worker_concurrency)
             while True:
                 group.check_alive()
                 warm = [v for v in probe_values(client).values() if v.get("warm")]
@@ -576,7 +583,8 @@ def _one_run(n: int, args: argparse.Namespace, *, template: str, client: Any,
     workers = []
     for name, end in cpu1.items():
         start = cpu0[name]
-        pids = set(start["pool_pids"]) | set(end["pool_pids"])
+        # The threads pool runs tasks in the worker process itself (no pool processes).
+        pids = set(start["pool_pids"]) | set(end["pool_pids"]) or {end["pid"]}
         probes = [(probe1.get(p, {}), probe0.get(p, {})) for p in pids]
         main = end["main"] - start["main"]
         pool = end["pool"] - start["pool"]
@@ -735,8 +743,11 @@ def main(args: argparse.Namespace) -> int:
                       "runs": []},
         "config": {"database_template": template, "kept_databases": args.keep_db,
                    "batch_size": args.batch_size, "broker_url": args.broker_url,
-                   "worker_command": "python -m celery -A memhouse worker -I "
-                                     "bench.worker_probe -Q <every queue> --concurrency 1",
+                   "worker_command": " ".join(worker_command(
+                       ["<every queue>"], pool=args.worker_pool,
+                       concurrency=args.worker_concurrency)[1:]),
+                   "worker_pool": args.worker_pool,
+                   "worker_concurrency": args.worker_concurrency,
                    "queues": consumed_queues(), "timeout_seconds": args.timeout,
                    "worker_logs": str(log_dir),
                    "conn_max_age": worker_env(dbname="", broker_url="", threads=None)[

@@ -1,9 +1,10 @@
 """Loaded into the Celery workers `bench/ingest.py --processes` starts
 (`celery -A memhouse worker -I bench.worker_probe`); nothing else imports it.
 
-In each pool process, before it takes a task (``worker_process_init``): load the
-embedding model, as the in-process bench does before its clock starts, so the figures
-do not carry one model load per process; then time the encoder's own CPU around every
+In each pool process, before it takes a task (``worker_process_init``; with the threads
+pool, ``worker_ready`` of the worker process): load the embedding model, as the in-process
+bench does before its clock starts, so the figures do not carry one model load per
+process; then time the encoder's own CPU (the calling thread's) around every
 ``embed_documents`` call. After each task it publishes, in the broker's Redis (the
 bench's own database), its pid's tasks and encoder CPU seconds, and ``warm`` once the
 model is loaded: the bench starts the clock when every process is warm. After each
@@ -16,19 +17,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
+import threading
+import time
 from typing import Any
 
-from celery.signals import task_postrun, worker_process_init
+from celery.signals import task_postrun, worker_process_init, worker_ready
 
 from bench.common import EXTRACTED_KEY, PROBE_KEY
 
 _state: dict[str, Any] = {"encoder_cpu_seconds": 0.0, "tasks": 0, "client": None}
+_lock = threading.Lock()  # the threads pool runs tasks side by side
 
 
 def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    # The calling thread's CPU: with the threads pool another task's thread runs in the
+    # same process meanwhile (the encoder's one intra-op thread is the caller's).
+    return time.thread_time()
 
 
 def _client() -> Any:
@@ -48,6 +52,15 @@ def _publish() -> None:
             "encoder_cpu_seconds": round(_state["encoder_cpu_seconds"], 4)}))
 
 
+@worker_ready.connect
+def _warm_threads(**_: Any) -> None:
+    # The threads pool runs tasks in the worker process itself, which gets no
+    # worker_process_init (and this module is imported after worker_init); the bench
+    # says which pool it started (a prefork parent's pool processes warm themselves).
+    if os.environ.get("MEMHOUSE_BENCH_WORKER_POOL") == "threads":
+        _warm()
+
+
 @worker_process_init.connect
 def _warm(**_: Any) -> None:
     from retrieval.embedding import get_embedder
@@ -61,7 +74,9 @@ def _warm(**_: Any) -> None:
         try:
             return original(texts, *args, **kwargs)
         finally:
-            _state["encoder_cpu_seconds"] += _cpu() - t
+            spent = _cpu() - t
+            with _lock:
+                _state["encoder_cpu_seconds"] += spent
 
     embedder.embed_documents = timed  # type: ignore[method-assign]
     _publish()
@@ -70,7 +85,8 @@ def _warm(**_: Any) -> None:
 @task_postrun.connect
 def _after_task(task: Any = None, args: Any = None, kwargs: Any = None,
                 state: str | None = None, **_: Any) -> None:
-    _state["tasks"] += 1
+    with _lock:
+        _state["tasks"] += 1
     if getattr(task, "name", None) == "governance.process_messages" and state == "SUCCESS":
         ids = (kwargs or {}).get("message_ids") or (list(args)[1] if args and len(args) > 1
                                                      else [])

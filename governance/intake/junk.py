@@ -31,6 +31,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from memhouse.core.needles import lowered, may_match, needles
+
 if TYPE_CHECKING:
     from knowledge.ingest.junk_classifier import JunkClassifier
 
@@ -308,24 +310,38 @@ def _machine_output_long(text: str, as_said: bool) -> bool:
 def _machine_output(text: str, as_said: bool) -> bool:
     if not text or not text.strip():
         return False
-    if (_STACK_TRACE.search(text) or _LOG_LINE.search(text) or _is_json_payload(text)
-            or _XML.match(text) or _is_yaml_block(text) or _TOOL_ECHO.search(text)
-            or _CODE.search(text) or _PROGRESS.search(text) or _APP_TEXT.search(text)
-            or _LEVEL_PREFIX.search(text)):
+    low = lowered(text)
+
+    def found(pattern: re.Pattern[str]) -> bool:
+        # A pattern none of whose words the text has is not searched (exact; see
+        # memhouse.core.needles): most chat has none of the boot, cron or metric words.
+        return may_match(_NEEDLES[pattern], low) and pattern.search(text) is not None
+
+    if (found(_STACK_TRACE) or found(_LOG_LINE) or _is_json_payload(text)
+            or _XML.match(text) or _is_yaml_block(text) or found(_TOOL_ECHO)
+            or found(_CODE) or found(_PROGRESS) or found(_APP_TEXT)
+            or found(_LEVEL_PREFIX)):
         return True
     if as_said and _TECHNICAL.search(text) and not _PERSON_WORD.search(text):
         return True  # "Backup of /home finished: 2.3 GB in 4m"
-    if len(_KEY_VALUE.findall(text)) >= 2:
+    if "=" in text and len(_KEY_VALUE.findall(text)) >= 2:
         return True
-    if _SYSTEM_PROMPT.search(text):
+    if found(_SYSTEM_PROMPT):
         return True
-    lexical = (_METRIC.search(text) or _HEALTH.search(text) or _CRON.search(text)
-               or _BOOT.search(text) or _RELEASE.search(text) or _READING.search(text)
-               or _SYSTEM_ERROR.search(text)
-               or (_SOFTWARE_STATE.search(text) and len(text.split()) <= 14))
+    lexical = (found(_METRIC) or found(_HEALTH) or found(_CRON)
+               or found(_BOOT) or found(_RELEASE) or found(_READING)
+               or found(_SYSTEM_ERROR)
+               or (found(_SOFTWARE_STATE) and len(text.split()) <= 14))
     if lexical and not _FIRST_PERSON.search(text):
         return True
     return _symbol_heavy(text) and not _FIRST_PERSON.search(text)
+
+
+# The literal needles of the patterns _machine_output tests (memhouse.core.needles).
+_NEEDLES = {pattern: needles(pattern) for pattern in (
+    _STACK_TRACE, _LOG_LINE, _TOOL_ECHO, _CODE, _PROGRESS, _APP_TEXT, _LEVEL_PREFIX,
+    _SYSTEM_PROMPT, _METRIC, _HEALTH, _CRON, _BOOT, _RELEASE, _READING, _SYSTEM_ERROR,
+    _SOFTWARE_STATE)}
 
 
 def phatic(text: str) -> bool:

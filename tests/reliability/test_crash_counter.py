@@ -61,7 +61,12 @@ def poison(settings: Any) -> Iterator[None]:
                 cur.execute("SELECT pg_advisory_unlock_all()")
 
 
-def _start_worker(name: str, log: Path) -> subprocess.Popen[bytes]:
+# The pools a worker may run (docs/deploy.md "Worker pools"): solo, and the threads
+# pool with two threads, whose tasks run side by side in one process.
+POOLS = {"solo": ["-P", "solo"], "threads": ["-P", "threads", "--concurrency", "2"]}
+
+
+def _start_worker(name: str, log: Path, pool: str = "solo") -> subprocess.Popen[bytes]:
     env = {**os.environ,
            "DJANGO_SETTINGS_MODULE": "tests.reliability.worker_settings",
            "MEMHOUSE_WORKER_DB_NAME": str(connection.settings_dict["NAME"]),
@@ -71,7 +76,7 @@ def _start_worker(name: str, log: Path) -> subprocess.Popen[bytes]:
            "MEMHOUSE_MAX_INGEST_ATTEMPTS": str(CAP), "PYTHONUNBUFFERED": "1"}
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "memhouse", "worker", "-P", "solo",
+            [sys.executable, "-m", "celery", "-A", "memhouse", "worker", *POOLS[pool],
              "-Q", QUEUE, "-n", f"{name}@%h", "--without-gossip", "--without-mingle",
              "--without-heartbeat", "-l", "INFO"],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -94,10 +99,11 @@ def _held() -> bool:
         return bool(cur.fetchone()[0])
 
 
-def _kill_mid_task(name: str, log: Path, done: Any = lambda: True) -> None:
+def _kill_mid_task(name: str, log: Path, done: Any = lambda: True,
+                   pool: str = "solo") -> None:
     """Start a worker, wait until it holds in the poison insert (and `done`), SIGKILL it
     (no cleanup, its task unacknowledged), then let the orphaned transaction roll back."""
-    worker = _start_worker(name, log)
+    worker = _start_worker(name, log, pool)
     try:
         # A worker's start-up takes seconds, minutes on a loaded machine.
         _wait(lambda: _held() and done(), f"{name} to reach the poison insert", log, 300)
@@ -168,9 +174,10 @@ def test_a_version_cut_off_at_every_start_is_set_aside_by_the_sweeper(
         assert Document.objects.count() == 1
 
 
+@pytest.mark.parametrize("pool", ["solo", "threads"])
 def test_a_message_cut_off_at_every_start_is_set_aside_and_its_batch_is_not(
         live_server: Any, committed_world: Any, broker: Any, poison: Any,
-        tmp_path: Path) -> None:
+        tmp_path: Path, pool: str) -> None:
     from governance.tasks import sweep_unprocessed
 
     w, log = committed_world, tmp_path / "workers.log"
@@ -190,12 +197,13 @@ def test_a_message_cut_off_at_every_start_is_set_aside_and_its_batch_is_not(
                 m.extraction_attempts
 
     # The batch is cut off: both messages were started once.
-    _kill_mid_task("batch", log)
+    _kill_mid_task("batch", log, pool=pool)
     assert state("good") == (False, False, 1) and state("poison") == (False, False, 1)
     # Cut off before, each goes back alone: the poison one cannot take the other along.
     assert sweep_unprocessed(older_than_seconds=0) == 2
     assert broker.llen(QUEUE) == 2
-    _kill_mid_task("alone", log, done=lambda: state("good")[0])
+    # (With two threads the good one runs beside the held poison one.)
+    _kill_mid_task("alone", log, done=lambda: state("good")[0], pool=pool)
     assert state("good") == (True, False, 2)
     assert state("poison") == (False, False, 2)
 
