@@ -30,6 +30,7 @@ from governance.intake.gates import (
 )
 from governance.intake.named import prior_text, settle_subject
 from governance.intake.supersession import change_told, may_conflict, settle_update
+from governance.intake.update_pairs import find_learned_conflict
 from knowledge import audit, lifecycle
 from knowledge.ingest.dead_letter import describe
 from knowledge.ingest.extraction import ExtractedClaim, ExtractionError, Extractor, ObservedMessage
@@ -453,8 +454,9 @@ class BatchPlacer:
             # The rule reads the pending rows in memory; an update found writes them first.
             if settle_update(item, actor=PIPELINE, names=names, replaces=claim.replaces,
                              recent=[move.item for move in self.pending],
-                             before_write=self.flush, message_text=message_text
-                             ) in ("superseded_old", "late_arrival"):
+                             before_write=self.flush, message_text=message_text,
+                             learned=find_learned_conflict) in ("superseded_old",
+                                                                "late_arrival"):
                 self._index = None  # a current row left: reload before the next lookup
                 return item
         self._indexed(item)

@@ -1222,32 +1222,6 @@ def find_conflict(item: Knowledge, *, names: frozenset[str] = frozenset(),
     return Update(old=old, slot=slot, cosine=cosine, cue=False)
 
 
-def find_learned_conflict(item: Knowledge, *, names: frozenset[str],
-                          candidates: Callable[[], list[Candidate]],
-                          message_text: str = "") -> Update | None:
-    """The current row the learned pair model (governance.intake.update_pairs) says
-    `item` replaces, or that replaces `item` (an older claim arriving late), when the rules
-    found nothing; its probability as the confidence (slot "learned"). Reads the
-    candidates the rules read (no query of its own unless one scores at or above the
-    threshold: then when each was said decides which is newer, as for the rules)."""
-    from governance.intake.update_pairs import ranked_pairs
-
-    rows = candidates()
-    item_at: datetime | None = None
-    for index, probability, reverse in ranked_pairs(
-            item.statement, [c.statement for c in rows], message=message_text, names=names):
-        old = _whole(rows[index])
-        item_at = item_at or said_at(item)
-        old_at = said_at(old)
-        if item_at is not None and old_at is not None and (
-                old_at == item_at or (old_at > item_at) != reverse):
-            # one message's claims say no change of each other; and the model read the
-            # pair the other way round from when the two were said
-            continue
-        return Update(old=old, slot="learned", cosine=probability, cue=False)
-    return None
-
-
 def _told_messages(rows: Sequence[Candidate]) -> set[Any]:
     """The ids of `rows` drawn from a message that tells a change (change_told)."""
     from knowledge.models import KnowledgeSource
@@ -1331,7 +1305,8 @@ def _mark_supersedes(newer: Knowledge, older: Knowledge, *, confidence: float) -
 def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = frozenset(),
                   replaces: str | None = None, recent: Sequence[Knowledge] = (),
                   before_write: Callable[[], None] | None = None,
-                  message_text: str = "") -> str | None:
+                  message_text: str = "",
+                  learned: Callable[..., Update | None] | None = None) -> str | None:
     """Apply the update rule to a freshly placed row. Returns what happened:
     "superseded_old", "late_arrival", "contradiction" or None. Call inside the
     transaction that placed `item`.
@@ -1339,7 +1314,10 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
     A batch passes its placed-but-unwritten rows as `recent` (see find_update) and a
     `before_write` that writes them, called once an update is found and before this
     reads sources or writes anything. `message_text`: the message `item` was drawn from
-    (a change it tells reaches claims of it that name no value; see best_conflict)."""
+    (a change it tells reaches claims of it that name no value; see best_conflict).
+    `learned`: a second pass for a claim the rules settle nothing for
+    (governance.intake.update_pairs.find_learned_conflict, passed in by the pipeline: it
+    reads this module, so this module does not import it)."""
     from governance.models import Validation
     from knowledge.lifecycle import transition
     from knowledge.models import Relation
@@ -1359,11 +1337,11 @@ def settle_update(item: Knowledge, *, actor: ActorLike, names: frozenset[str] = 
         conflict = find_conflict(item, names=names, recent=recent, candidates=candidates,
                                  message_text=message_text)
         reason = "f4_update_uncertain"
-        if conflict is None:
+        if conflict is None and learned is not None:
             # The rules know no wording for it: the learned pair model may (a
             # contradiction at most, never a supersession).
-            conflict = find_learned_conflict(item, names=names, candidates=candidates,
-                                             message_text=message_text)
+            conflict = learned(item, names=names, candidates=candidates,
+                               message_text=message_text)
             reason = "f4_update_learned"
         if conflict is None:
             return None

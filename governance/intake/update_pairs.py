@@ -35,14 +35,20 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from governance.intake.attributes import attribute_conflict, shares_attribute
 from governance.intake.junk import claim_body, content_words
+
+if TYPE_CHECKING:
+    from governance.intake.supersession import Candidate, Update
+    from knowledge.models import Knowledge
 
 MODEL_PATH = Path(__file__).with_name("update_pairs_model.json")
 FORMAT = "memhouse-update-pairs-linear/1"
@@ -317,3 +323,29 @@ def ranked_pairs(statement: str, olds: Sequence[str], *, message: str = "",
             if p >= model.threshold:
                 found.append((index, round(p, 4), reverse))
     return sorted(found, key=lambda hit: -hit[1])
+
+
+def find_learned_conflict(item: Knowledge, *, names: frozenset[str],
+                          candidates: Callable[[], Sequence[Candidate]],
+                          message_text: str = "") -> Update | None:
+    """The current row this model says
+    `item` replaces, or that replaces `item` (an older claim arriving late), when the rules
+    found nothing; its probability as the confidence (slot "learned"). Reads the
+    candidates the rules read (no query of its own unless one scores at or above the
+    threshold: then when each was said decides which is newer, as for the rules)."""
+    from governance.intake.supersession import Update, _whole, said_at
+
+    rows = candidates()
+    item_at: datetime | None = None
+    for index, probability, reverse in ranked_pairs(
+            item.statement, [c.statement for c in rows], message=message_text, names=names):
+        old = _whole(rows[index])
+        item_at = item_at or said_at(item)
+        old_at = said_at(old)
+        if item_at is not None and old_at is not None and (
+                old_at == item_at or (old_at > item_at) != reverse):
+            # one message's claims say no change of each other; and the model read the
+            # pair the other way round from when the two were said
+            continue
+        return Update(old=old, slot="learned", cosine=probability, cue=False)
+    return None
