@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -77,21 +76,7 @@ RANDOM_PER_CLAIM = 2
 RECENT = 30  # supersession.STRONG_CUE_RECENT: the candidates the model reads
 
 
-def _setup() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memhouse.settings")
-    import django
-
-    django.setup()
-
-
-def _claims(extractor: Any, text: str, when: datetime, speaker: dict[str, str],
-            peers: dict[str, str], addressee: str | None = None) -> list[Any]:
-    from knowledge.ingest.extraction import ObservedMessage
-
-    observed = ObservedMessage(message_id="00000000-0000-4000-8000-000000000001", text=text,
-                               speaker_key=speaker["key"], speaker_name=speaker["name"],
-                               occurred_at=when, known_peers=peers, addressee_key=addressee)
-    return list(extractor.extract(observed))
+from bench.update_rule import _claims, _setup  # noqa: E402  (the same extraction as the rule's bench)
 
 
 def fixture_pairs() -> list[dict[str, Any]]:
