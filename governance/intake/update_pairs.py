@@ -43,11 +43,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from governance.intake import supersession as s
 from governance.intake.attributes import attribute_conflict, shares_attribute
 from governance.intake.junk import claim_body, content_words
+from governance.intake.supersession import Candidate, Update, _whole, said_at
 
 if TYPE_CHECKING:
-    from governance.intake.supersession import Candidate, Update
     from knowledge.models import Knowledge
 
 MODEL_PATH = Path(__file__).with_name("update_pairs_model.json")
@@ -95,16 +96,12 @@ def _words(text: str, names: frozenset[str]) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=8192)
 def _stems(text: str, names: frozenset[str]) -> frozenset[str]:
-    from governance.intake.supersession import _stem
-
-    return frozenset(_stem(w) for w in _words(text, names))
+    return frozenset(s._stem(w) for w in _words(text, names))
 
 
 @functools.lru_cache(maxsize=8192)
 def _cue(text: str) -> bool:
-    from governance.intake.supersession import has_update_cue
-
-    return has_update_cue(text)
+    return s.has_update_cue(text)
 
 
 def _share(part: frozenset[str], whole: frozenset[str]) -> float:
@@ -114,8 +111,6 @@ def _share(part: frozenset[str], whole: frozenset[str]) -> float:
 def pair_features(old: str, new: str, message: str, cosine: float,
                   names: frozenset[str] = frozenset()) -> list[float]:
     """The scalar features of (older claim, newer claim, the newer one's message)."""
-    from governance.intake import supersession as s
-
     message = message or new
     old_named = {k for k, _ in s._named_values(old, names)}
     new_named = {k for k, _ in s._named_values(new, names)}
@@ -169,9 +164,7 @@ def holder_clash(old_slots: dict[str, tuple[str, tuple[str, ...] | None]],
                  new_slots: dict[str, tuple[str, tuple[str, ...] | None]]) -> bool:
     """The two claims state one slot of different holders ("Priya's manager" and "Helen
     Cho's manager"): not the same thing, whatever the model reads."""
-    from governance.intake.supersession import same_holder
-
-    return any(not same_holder(new_slots[k][1], old_slots[k][1])
+    return any(not s.same_holder(new_slots[k][1], old_slots[k][1])
                for k in set(old_slots) & set(new_slots))
 
 
@@ -193,12 +186,10 @@ def eligible(old: str, new: str, names: frozenset[str] = frozenset()) -> bool:
     a shared slot has two holders, nor when one claim states only another holder's slots
     ("Sandra's manager is Victor") and the other one the subject's own ("Priya's team
     lead is Sandra")."""
-    from governance.intake.supersession import slot_values
-
     a_words, b_words = _words(old, names), _words(new, names)
     if not b_words - a_words and not a_words - b_words:
         return False  # a restatement ("John is married." twice) replaces nothing
-    a, b = slot_values(old, names), slot_values(new, names)
+    a, b = s.slot_values(old, names), s.slot_values(new, names)
     if holder_clash(a, b):
         return False
 
@@ -328,13 +319,11 @@ def ranked_pairs(statement: str, olds: Sequence[str], *, message: str = "",
 def find_learned_conflict(item: Knowledge, *, names: frozenset[str],
                           candidates: Callable[[], Sequence[Candidate]],
                           message_text: str = "") -> Update | None:
-    """The current row this model says
-    `item` replaces, or that replaces `item` (an older claim arriving late), when the rules
-    found nothing; its probability as the confidence (slot "learned"). Reads the
-    candidates the rules read (no query of its own unless one scores at or above the
-    threshold: then when each was said decides which is newer, as for the rules)."""
-    from governance.intake.supersession import Update, _whole, said_at
-
+    """The current row this model says `item` replaces, or that replaces `item` (an older
+    claim arriving late), when the rules found nothing; its probability as the confidence
+    (slot "learned"). Reads the candidates the rules read (no query of its own unless one
+    scores at or above the threshold: then when each was said decides which is newer, as
+    for the rules). The pipeline hands it to supersession.settle_update as `learned`."""
     rows = candidates()
     item_at: datetime | None = None
     for index, probability, reverse in ranked_pairs(
