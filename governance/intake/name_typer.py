@@ -4,16 +4,15 @@ lexicon lists ("Sam heard Lazarus won the pub quiz": knowledge.ingest.named_pers
 
 A logistic regression over the default encoder's vector of the bare word, trained on
 the given-name lexicon against the encoder vocabulary's other words
-(bench/name_typer_train.py; held-out AUC 0.9995, 99.5% of names at 1% of non-names:
-bench/README.md "Names no list knows"). The weights are plain JSON (name_typer.json),
-never a pickle. They belong to the encoder's vector space: under another embedder the
-typer says no to every word, so nothing is held on a guess.
+(bench/name_typer_train.py; held-out AUC 0.9995; at MARGIN 94.8% of names and no
+vocabulary word pass: bench/README.md "Names no list knows"). The weights are plain
+JSON (name_typer.json), never a pickle. They belong to the encoder's vector space: under
+another embedder the typer says no to every word, so nothing is held on a guess.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,32 +22,23 @@ import numpy as np
 MODEL_PATH = Path(__file__).with_name("name_typer.json")
 FORMAT = "memhouse-name-typer/1"
 
-_lock = threading.Lock()
-_model: dict[str, Any] | None = None
 
-
+@lru_cache(maxsize=1)
 def _load() -> dict[str, Any]:
-    global _model
-    with _lock:
-        if _model is None:
-            data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT:
-                raise ValueError(f"{MODEL_PATH}: not a {FORMAT} file")
-            _model = {"weights": np.asarray(data["weights"], dtype=np.float64),
-                      "bias": float(data["bias"]), "threshold": float(data["threshold"]),
-                      "embedder": data["embedder"],
-                      "embedder_version": data["embedder_version"]}
-        return _model
-
-
-def name_score(word: str) -> float | None:
-    """The typer's margin for `word` (above 0: a given name), or None when the configured
-    embedder is not the one the weights were trained on."""
-    return _score(word)
+    """The shipped weights (read once per process), as the junk and pair models are."""
+    data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{MODEL_PATH}: not a {FORMAT} file")
+    return {"weights": np.asarray(data["weights"], dtype=np.float64),
+            "bias": float(data["bias"]), "threshold": float(data["threshold"]),
+            "embedder": data["embedder"], "embedder_version": data["embedder_version"]}
 
 
 @lru_cache(maxsize=4096)
-def _score(word: str) -> float | None:
+def name_score(word: str) -> float | None:
+    """The typer's margin over its cross-validated threshold for `word` (is_given_name
+    asks for MARGIN more), or None when the configured embedder is not the one the
+    weights were trained on."""
     from retrieval.embedding import get_embedder
 
     model = _load()
