@@ -39,19 +39,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 WEIGHTS = REPO / "governance" / "intake" / "name_typer.json"
-NAMES = REPO / "knowledge" / "ingest" / "data" / "person_names.txt"
 VOCAB = REPO / "retrieval" / "minilm" / "tokenizer.json"
-
-
-def _lines(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.startswith("#")]
 
 
 def training_words() -> tuple[list[str], list[str]]:
     vocab = json.loads(VOCAB.read_text(encoding="utf-8"))["model"]["vocab"]
     words = {w for w in vocab if re.fullmatch(r"[a-z]{3,}", w)}
-    names = {n.lower(): n for n in _lines(NAMES) if n.isalpha()}
+    from knowledge.ingest.named_persons import given_names
+
+    names = {n.lower(): n for n in sorted(given_names()) if n.isalpha()}
     positives = sorted(n for low, n in names.items() if low not in words)
     negatives = sorted(w.capitalize() for w in words if w not in names)
     return positives, negatives

@@ -193,3 +193,17 @@ def _tidy(text: str) -> str:
     for pattern, replacement in _TIDY_STEPS:
         text = pattern.sub(replacement, text)
     return text.strip()
+
+
+def _inflected(word: str, bases: frozenset[str]) -> bool:
+    """`word` is a form of one of `bases` (regular inflections)."""
+    if word in bases:
+        return True
+    for suffix, add in (("ies", "y"), ("ied", "y"), ("ying", "ie"), ("es", ""), ("s", ""),
+                        ("ed", ""), ("ed", "e"), ("d", ""), ("ing", ""), ("ing", "e")):
+        if word.endswith(suffix) and word[:-len(suffix)] + add in bases:
+            return True
+    # a doubled consonant: "swimming", "planned"
+    return len(word) > 5 and word.endswith(("ing", "ed")) and word[-4 if word.endswith(
+        "ing") else -3] == word[-5 if word.endswith("ing") else -4] and (
+        word[:-4] if word.endswith("ing") else word[:-3]) in bases

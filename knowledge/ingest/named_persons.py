@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from knowledge.ingest.lexicon import _inflected
+
 _DATA = Path(__file__).resolve().parent / "data"
 
 
@@ -245,20 +247,6 @@ any every no it him them us me you""")
 _FINITE_AUX = _words("""is was are were has have had 's will would can could should might
 may must does did can't won't wouldn't couldn't shouldn't doesn't didn't isn't wasn't
 hasn't hadn't cannot""")
-
-
-def _inflected(word: str, bases: frozenset[str]) -> bool:
-    """`word` is a form of one of `bases` (regular inflections)."""
-    if word in bases:
-        return True
-    for suffix, add in (("ies", "y"), ("ied", "y"), ("ying", "ie"), ("es", ""), ("s", ""),
-                        ("ed", ""), ("ed", "e"), ("d", ""), ("ing", ""), ("ing", "e")):
-        if word.endswith(suffix) and word[:-len(suffix)] + add in bases:
-            return True
-    # a doubled consonant: "swimming", "planned"
-    return len(word) > 5 and word.endswith(("ing", "ed")) and word[-4 if word.endswith(
-        "ing") else -3] == word[-5 if word.endswith("ing") else -4] and (
-        word[:-4] if word.endswith("ing") else word[:-3]) in bases
 
 
 def human_predicate(words: list[str]) -> bool:

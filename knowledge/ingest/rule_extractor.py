@@ -198,6 +198,7 @@ from knowledge.ingest.lexicon import (
     _STOPWORDS,
     _VERB_BASES,
     _WORD_SPLIT,
+    _inflected,
     _is_adverb,
     _is_regular_past,
     _tidy,
@@ -1882,12 +1883,6 @@ _ING_OBJECT = _DETERMINERS | _PREPOSITIONS | _wordset(
     "up out back off over down in on away home now around it them him her me us")
 
 
-def _ing_base(word: str) -> bool:
-    stem = word[:-3]
-    return any(base in _VERB_BASES for base in (
-        stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else stem))
-
-
 def _elided_subject(toks: list[str]) -> bool:
     # a long line that starts so is a gerund subject whose verb we missed ("Connecting
     # with good people ... really boosts your mood"); before a dash, a topic ("Taking in
@@ -1897,7 +1892,7 @@ def _elided_subject(toks: list[str]) -> bool:
     first, nxt = toks[0].lower(), toks[1].lower()
     if not first.endswith("ing") or len(first) < 6 or first in _ING_ADJECTIVES:
         return False
-    return nxt in _ING_OBJECT and (_ing_base(first) or nxt in _DETERMINERS
+    return nxt in _ING_OBJECT and (_inflected(first, _VERB_BASES) or nxt in _DETERMINERS
                                    or nxt in ("up", "out", "back", "off", "over", "down"))
 
 
